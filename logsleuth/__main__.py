@@ -1,0 +1,9 @@
+"""Run ``python -m logsleuth``."""
+
+from __future__ import annotations
+
+import sys
+
+from logsleuth.cli import main
+
+sys.exit(main())

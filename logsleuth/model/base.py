@@ -1,0 +1,71 @@
+"""Values every event carries: where the line came from and who wrote it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRef:
+    """A physical line in an input: the path as shown to the user and its 1-based number."""
+
+    source: str
+    line: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Origin:
+    """Who wrote a line, as far as the line itself (and its prefixes) says.
+
+    Attributes:
+        host: Short host name from the NCCL prefix, a launcher label or a summary block.
+        pid: Process id (namespace-local in containers).
+        tid: Thread id (NCCL prefix); equals ``pid`` for the main thread.
+        dev: CUDA device ordinal from the NCCL ``[dev]`` field. Never a rank.
+        rank: Global rank named by a launcher prefix (``[rank3]:``, ``[1,3]<stdout>:``,
+            ``3: ``) or by the line's own framework prefix (``[Rank 3]``).
+        local_rank: Local rank named by torchrun's ``--tee`` prefix (``[default3]:``).
+        time: Wall-clock seconds (POSIX epoch, naive local time of the writer) when the
+            line carries a timestamp; lines without a year assume 1970 so that they still
+            order within a file.
+    """
+
+    host: str | None = None
+    pid: int | None = None
+    tid: int | None = None
+    dev: int | None = None
+    rank: int | None = None
+    local_rank: int | None = None
+    time: float | None = None
+
+
+NO_ORIGIN = Origin()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """Base of every typed event a parser produces.
+
+    ``ref`` points at the first physical line of the event; ``text`` is that line as it
+    was read (decoded, prefixes kept) so a finding can quote it.
+    """
+
+    RECOGNIZED: ClassVar[bool] = True
+    ref: SourceRef
+    text: str
+    origin: Origin = NO_ORIGIN
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputSummary:
+    """Accounting for one input: ``recognized + unrecognized + blank == lines``."""
+
+    source: str
+    kind: str
+    lines: int
+    recognized: int
+    unrecognized: int
+    blank: int
+    error: str | None = None
+    """A one-line reason when the input could not be read at all."""

@@ -1,0 +1,168 @@
+"""What analysis concludes: findings, the verdict, and the views the reports show."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SEVERITIES = ("info", "warning", "error", "critical")
+"""Finding severities, least severe first."""
+
+KINDS = (
+    "healthy",
+    "inconclusive",
+    "missing-collective",
+    "collective-mismatch",
+    "collective-timeout",
+    "init-stall",
+    "bootstrap-failure",
+    "network-error",
+    "transport-degraded",
+    "transport-mismatch",
+    "config-mismatch",
+    "duplicate-gpu",
+    "cuda-error",
+    "resource-exhausted",
+    "process-died",
+    "watchdog-stuck",
+    "non-collective-stall",
+    "concurrent-use",
+)
+"""The stable finding vocabulary of CONTRACT section 3."""
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """A quoted input line: where it is and what it says."""
+
+    source: str
+    line: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finding:
+    """One conclusion of one rule."""
+
+    code: str
+    name: str
+    kind: str
+    severity: str
+    title: str
+    detail: str
+    ranks: tuple[int, ...] = ()
+    hosts: tuple[str, ...] = ()
+    pids: tuple[int, ...] = ()
+    communicator: str | None = None
+    confidence: float = 0.5
+    evidence: tuple[Evidence, ...] = ()
+    next_steps: tuple[str, ...] = ()
+    evidence_total: int = 0
+    """How many lines supported the finding before the list was cut to the strongest few."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verdict:
+    """The primary finding, restated for the first line of every report."""
+
+    kind: str
+    summary: str
+    culprit_ranks: tuple[int, ...] = ()
+    culprit_hosts: tuple[str, ...] = ()
+    culprit_pids: tuple[int, ...] = ()
+    confidence: float = 0.0
+    code: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RankView:
+    """What is known about one process (a rank when known, else a host:pid stream)."""
+
+    rank: int | None
+    host: str | None
+    pid: int | None
+    devices: tuple[int, ...] = ()
+    bus_ids: tuple[str, ...] = ()
+    nccl_version: str | None = None
+    sources: tuple[str, ...] = ()
+    last_collective: str | None = None
+    """``AllReduce #0x28d on comm 0x..`` for the last COLL line, when logged."""
+    state: str | None = None
+    """Where the stacks say the process is (``all_reduce``, ``data loading``, ...)."""
+    first_error: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommunicatorView:
+    """One NCCL communicator (or torch process group) and how far each rank got."""
+
+    id: str
+    nranks: int | None
+    ranks_seen: str
+    init_complete: str
+    init_missing: str = ""
+    hosts: tuple[str, ...] = ()
+    aborted: str = ""
+    last_op_counts: tuple[tuple[str, int, str], ...] = ()
+    """(rank range, last logged opCount, collective) groups, most advanced first."""
+    channels: int | None = None
+    transports: tuple[tuple[str, int], ...] = ()
+    """(transport, number of connection lines) across the communicator."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StackClass:
+    """Ranks (or processes) whose main-thread stacks are the same."""
+
+    ranks: str
+    count: int
+    frames: tuple[str, ...]
+    """Innermost first, as ``func (file:line)``."""
+    category: str
+    """``collective``, ``init``, ``data-loading``, ``compute``, ``lock``, ``io``, ``sleep``, ``unknown``."""
+    call_site: str | None = None
+    """The first user frame outside libraries (``train_step (train.py:15)``)."""
+    collective: str | None = None
+    pids: tuple[int, ...] = ()
+    hosts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobView:
+    """The job as a whole."""
+
+    world_size: int | None = None
+    hosts: tuple[str, ...] = ()
+    nccl_versions: tuple[tuple[str, tuple[int, ...], tuple[str, ...]], ...] = ()
+    """(version, ranks, hosts) per NCCL version seen."""
+    torch_version: str | None = None
+    launcher: str | None = None
+    time_range: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputView:
+    """The accounting of one input, as CONTRACT section 3 ``inputs[]`` shows it."""
+
+    source: str
+    kind: str
+    lines: int
+    recognized: int
+    unrecognized: int
+    blank: int
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Diagnosis:
+    """Everything a report shows, deterministic for the same inputs."""
+
+    verdict: Verdict
+    findings: tuple[Finding, ...]
+    job: JobView
+    communicators: tuple[CommunicatorView, ...]
+    stack_classes: tuple[StackClass, ...]
+    ranks: tuple[RankView, ...]
+    inputs: tuple[InputView, ...]
+    gaps: tuple[str, ...] = field(default=())
+    """Data gaps in plain words: missing ranks, truncated files, unreadable inputs."""
+    version: str = "0.1.0"

@@ -1,0 +1,122 @@
+"""Stack dumps of a process: py-spy (text and JSON), faulthandler, and their threads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from logsleuth.model.base import Event
+from logsleuth.model.diagnosis import StackClass
+from logsleuth.model.ranks import format_ranks
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Frame:
+    """One frame, innermost first in :class:`ThreadStack`.
+
+    ``func`` is what the dumper printed (py-spy 0.4 qualifies it: ``Queue.get``);
+    ``file`` is the (possibly shortened) file path; ``native`` marks C/C++ frames.
+    """
+
+    func: str
+    file: str | None
+    line: int | None
+    native: bool = False
+    locals: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThreadStack:
+    """One thread's stack, innermost frame first."""
+
+    tid: int | None
+    name: str | None
+    state: str | None  # py-spy: "idle", "active", "gil"; faulthandler: "current" or None
+    frames: tuple[Frame, ...]
+    is_main: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StackDump(Event):
+    """A whole dump of one process.
+
+    ``fmt`` is ``"py-spy"``, ``"py-spy-json"`` or ``"faulthandler"``. ``pid`` and
+    ``cmdline`` come from the py-spy header when present. ``truncated`` marks a dump cut
+    short (file ended mid-thread, NUL padding, ...). ``last_line`` is the last physical
+    line that belongs to the dump.
+
+    ``parent_pid`` is py-spy's ``Parent Process`` (children printed by ``--subprocesses``),
+    ``exe`` the resolved interpreter of the ``Python v`` line, and ``reason`` what the dump
+    says made it happen: faulthandler's ``Fatal Python error: Segmentation fault`` or
+    ``Timeout (0:00:01)!``, py-spy ``--core``'s ``Signal 6``.
+    """
+
+    fmt: str
+    pid: int | None
+    cmdline: str | None
+    python: str | None
+    threads: tuple[ThreadStack, ...]
+    truncated: bool = False
+    last_line: int = 0
+    parent_pid: int | None = None
+    exe: str | None = None
+    reason: str | None = None
+
+    def main_thread(self) -> ThreadStack | None:
+        """Return the main thread, or the first thread when the dump marks none."""
+        for thread in self.threads:
+            if thread.is_main:
+                return thread
+        return self.threads[0] if self.threads else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StackDumpError(Event):
+    """The dumper itself failed (``Error: Failed to ... No such process``)."""
+
+    RECOGNIZED: ClassVar[bool] = True
+    message: str
+    pid: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StackTreeNode:
+    """One frame of the merged call tree of many processes (a STAT prefix tree).
+
+    The root is synthetic (``frame == ""``); its children are the outermost frames. Every
+    node knows which processes pass through it: ``ranks`` for those whose rank is known,
+    ``pids`` for the others. Children are ordered largest first, then by frame.
+    """
+
+    frame: str
+    """``func (file:line)`` as the first process through this node printed it."""
+    count: int
+    ranks: tuple[int, ...] = ()
+    pids: tuple[int, ...] = ()
+    children: tuple[StackTreeNode, ...] = ()
+
+    def members(self) -> str:
+        """Return who passes through this node, as STAT labels an edge: ``0-3,5``, ``pid 7``."""
+        parts: list[str] = []
+        if self.ranks:
+            parts.append(format_ranks(self.ranks))
+        if self.pids:
+            parts.append("pid " + ",".join(str(p) for p in self.pids))
+        unnamed = self.count - len(self.ranks) - len(self.pids)
+        if unnamed > 0:
+            parts.append(f"{unnamed} unnamed")
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StackSuspect:
+    """A stack class that differs from what most processes are doing.
+
+    ``kind`` is ``"non-collective"`` (most processes wait in a collective, these are
+    elsewhere: the usual straggler) or ``"other-collective"`` (these wait in a different
+    collective than the majority: a desync, often a symptom of the straggler).
+    """
+
+    stack_class: StackClass
+    kind: str
+    reason: str
