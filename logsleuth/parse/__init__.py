@@ -1,0 +1,1 @@
+"""Text to model events. The only place that imports lark."""

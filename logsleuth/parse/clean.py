@@ -1,0 +1,130 @@
+"""Clean physical lines and strip the prefixes launchers and collectors put in front of them.
+
+Implements section 4.2 and 4.6 of the NCCL log spec: CR, NUL and ANSI escapes go;
+``[rank3]:`` / ``[default3]:`` (torchrun), ``[1,3]<stdout>:`` (Open MPI), ``3: `` (srun
+``--label``), ``(RayWorkerWrapper pid=1019) `` (Ray), ISO ``...Z `` (docker/kubectl) and
+``[YYYY-MM-DD HH:MM:SS] `` (CI, NCCL 2.26+) prefixes are stripped and what they say is
+kept as an :class:`~logsleuth.model.base.Origin` hint. Line-number prefixes from log viewers
+(``451 ``, ``[80746] ``) and srun labels are ambiguous on a single line, so they are only
+stripped when most of a file carries them (:func:`detect_numbering`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime, timezone
+from itertools import pairwise
+
+from logsleuth.model.base import NO_ORIGIN, Origin
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]")
+
+# torch's excepthook writes "[rankN]: " (one space); torchrun --tee writes "[defaultN]:" (none).
+_TORCHRUN = re.compile(r"\[(?:(rank)(\d+)\]: ?|([A-Za-z_]+?)(\d+)\]:)")
+_MPI = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr|stddiag)>:\s?")
+_RAY = re.compile(r"\((?:[\w.]+ )?pid=(\d+)(?:, ip=[\d.]+)?\)\s")
+_ISO = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(?:Z|[+-]\d\d:?\d\d)\s")
+_BRACKET_TIME = re.compile(r"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[.,](\d+))?\]\s")
+_QUOTE = re.compile(r"> ?")
+_RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
+
+NUMBERING_SCHEMES: dict[str, re.Pattern[str]] = {
+    "viewer": re.compile(r"\s*(\d{1,9})\s(?=\S)"),
+    "bracket": re.compile(r"\[(\d{1,9})\]\s(?=\S)"),
+    "srun": re.compile(r"\s*(\d{1,6}):\s"),
+}
+"""Prefixes that are only trusted when a whole file carries them."""
+
+
+def clean(raw: str) -> str:
+    """Remove CR, NUL, other C0 controls and ANSI escapes from one decoded line."""
+    if "\x1b" in raw:
+        raw = _ANSI.sub("", raw)
+    raw = raw.rstrip("\r\n")
+    if "\r" in raw:
+        # A carriage return inside a line is a terminal overwrite: the last segment is what showed.
+        raw = raw.rsplit("\r", 1)[-1] if raw.rsplit("\r", 1)[-1].strip() else raw.replace("\r", "")
+    if "\x00" in raw:
+        raw = raw.replace("\x00", "")
+    return raw
+
+
+def detect_numbering(sample: Sequence[str]) -> str | None:
+    """Return the numbering scheme most of ``sample`` (cleaned lines) carries, or None.
+
+    ``viewer`` and ``bracket`` must also count upwards; ``srun`` labels need not.
+    """
+    lines = [line for line in sample if line.strip()]
+    if len(lines) < 2:
+        return None
+    for name, pattern in NUMBERING_SCHEMES.items():
+        numbers = [m.group(1) for line in lines if (m := pattern.match(line))]
+        if len(numbers) * 10 < len(lines) * 6:
+            continue
+        if name == "srun":
+            return name
+        values = [int(n) for n in numbers]
+        # Line numbers count up by one; columns of numbers in a table (nccl-tests rows) do not.
+        rising = sum(1 for a, b in pairwise(values) if b == a + 1)
+        if rising * 10 >= (len(values) - 1) * 8:
+            return name
+    return None
+
+
+def _epoch(text: str, fraction: str | None = None) -> float | None:
+    try:
+        stamp = datetime.fromisoformat(text.replace("T", " "))
+    except ValueError:
+        return None
+    seconds = stamp.replace(tzinfo=timezone.utc).timestamp()
+    if fraction:
+        seconds += float("0." + fraction)
+    return seconds
+
+
+def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin]:
+    """Strip every launcher/collector prefix at the start of ``line``.
+
+    Returns the remaining text and an Origin hint with what the prefixes said. Prefixes
+    nest in any order (``[80746] [rank0]:[E321 ...`` or ``[1,3]<stdout>:[2024-..] host:..``).
+    """
+    hint = NO_ORIGIN
+    text = line
+    scheme = NUMBERING_SCHEMES.get(numbering) if numbering else None
+    for _ in range(6):
+        before = text
+        if scheme is not None and (m := scheme.match(text)):
+            if numbering == "srun":
+                hint = replace(hint, rank=int(m.group(1)))
+            text = text[m.end() :]
+            scheme = None  # a file is numbered once
+        if text.startswith("["):
+            if m := _MPI.match(text):
+                hint = replace(hint, rank=int(m.group(1)))
+                text = text[m.end() :]
+            elif m := _TORCHRUN.match(text):
+                if m.group(1):
+                    hint = replace(hint, rank=int(m.group(2)))
+                else:
+                    hint = replace(hint, local_rank=int(m.group(4)))
+                text = text[m.end() :]
+            elif m := _BRACKET_TIME.match(text):
+                hint = replace(hint, time=_epoch(m.group(1), m.group(2)))
+                text = text[m.end() :]
+        elif text.startswith("("):
+            if m := _RAY.match(text):
+                hint = replace(hint, pid=int(m.group(1)))
+                text = text[m.end() :]
+        elif text[:1].isdigit():
+            if m := _ISO.match(text):
+                hint = replace(hint, time=_epoch(m.group(1)))
+                text = text[m.end() :]
+        elif text.startswith(">") and (m := _QUOTE.match(text)):
+            text = text[m.end() :]
+        if text == before:
+            break
+    if "[repeated" in text:
+        text = _RAY_REPEAT.sub("", text)
+    return text, hint

@@ -1,0 +1,664 @@
+"""Read stack dumps: py-spy text and ``--json`` output, and CPython faulthandler output.
+
+Each line is parsed on its own with ``grammars/pyspy.lark``; :class:`StackReader` assembles
+consecutive lines into one :class:`~logsleuth.model.stacks.StackDump` per process dump
+(docs/stack-dump-formats.md sections 1, 3 and 7). Blank lines never reach a reader, so the
+gap they leave in the line numbers is what tells two faulthandler dumps apart (threads of
+one dump are separated by a blank line, consecutive dumps are not).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, replace
+from functools import cache, lru_cache
+from typing import Any
+
+from lark import Lark, Token, Transformer
+from lark.exceptions import LarkError
+
+from logsleuth.errors import InputError
+from logsleuth.model.base import Origin, SourceRef
+from logsleuth.model.stacks import Frame, StackDump, StackDumpError, ThreadStack
+from logsleuth.parse.base import Line, Reader, Sink
+from logsleuth.resources import read_grammar
+
+PYSPY = "py-spy"
+PYSPY_JSON = "py-spy-json"
+FAULTHANDLER = "faulthandler"
+
+_STARTS = (
+    "Process ",
+    "Python v",
+    "Signal ",
+    "Thread ",
+    "Current thread ",
+    "Stack (most recent",
+    "Fatal Python error:",
+    "Windows fatal exception:",
+    "Timeout (",
+    "Error:",
+    "Permission Denied:",
+    "thread '",
+)
+"""First words of the lines that can open a dump; other lines skip the parser when idle."""
+
+_ROOT_FUNCS = frozenset({"<module>", "_bootstrap", "_run_module_as_main"})
+"""Outermost frames of a complete stack: a script, a ``threading`` thread, ``python -m``."""
+
+_MAX_ARGV_LINES = 200
+"""A py-spy header whose argv runs longer than this is not a header."""
+
+_PYSPY_ERRORS = re.compile(
+    r"Failed to (get|find|open|suspend|merge|read|load|copy)|[Pp]ython version|"
+    r"Unsupported version|coredump|No such process|os error \d+|[Pp]ermission|panicked"
+)
+"""py-spy's own error messages: an ``Error:`` line without any of these is someone else's."""
+
+_C_SOURCE = re.compile(r"\.(c|cc|cpp|cxx|h|hh|hpp|cu|cuh|rs)$")
+
+
+# ---- line shapes (what one parsed line says; never leaves this module) -------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Header:
+    kind: str  # "process", "parent", "signal"
+    number: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Python:
+    version: str
+    exe: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Thread:
+    fmt: str
+    tid: int | None
+    state: str | None
+    name: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _FrameShape:
+    fmt: str
+    frame: Frame
+
+
+@dataclass(frozen=True, slots=True)
+class _Local:
+    name: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Note:
+    """A line that belongs to a dump but adds nothing to the model (``Locals:``, ``  ...``)."""
+
+    fmt: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Separator:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class _Reason:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Error:
+    text: str
+    start: bool
+
+
+_Shape = _Header | _Python | _Thread | _FrameShape | _Local | _Note | _Separator | _Reason | _Error
+
+
+def _tid(token: Token) -> int:
+    text = str(token)
+    return int(text, 16) if text[:2] in ("0x", "0X") else int(text)
+
+
+def _rest(items: list[Any]) -> str:
+    return str(items[0]).strip() if items else ""
+
+
+def _is_native(file: str, line: int | None) -> bool:
+    """Tell a native frame from a Python one by its location (py-spy text has no flag)."""
+    if file.startswith("<") or file.endswith((".py", ".pyx", ".pyw")):
+        return False
+    return line is None or _C_SOURCE.search(file) is not None
+
+
+class _LineTransformer(Transformer[Token, _Shape]):
+    """Turn the tree of one line into its shape; method names follow the grammar rules."""
+
+    def process_line(self, items: list[Any]) -> _Shape:
+        return _Header("process", int(items[0]), _rest(items[1:]))
+
+    def parent_line(self, items: list[Any]) -> _Shape:
+        return _Header("parent", int(items[0]), _rest(items[1:]))
+
+    def signal_line(self, items: list[Any]) -> _Shape:
+        return _Header("signal", int(items[0]), _rest(items[1:]))
+
+    def python_line(self, items: list[Any]) -> _Shape:
+        return _Python(str(items[0]), str(items[1]) if len(items) > 1 else None)
+
+    def pyspy_thread(self, items: list[Any]) -> _Shape:
+        tid = state = name = None
+        for item in items:
+            if item.type == "TID":
+                tid = _tid(item)
+            elif item.type == "STATUS":
+                state = str(item)
+            else:
+                name = str(item)[1:-1]
+        return _Thread(PYSPY, tid, state, name)
+
+    def file_line(self, items: list[Any]) -> tuple[str, int | None]:
+        return str(items[0]), int(items[1])
+
+    def file_only(self, items: list[Any]) -> tuple[str, int | None]:
+        return str(items[0]), None
+
+    def frame_line(self, items: list[Any]) -> _Shape:
+        file, line = items[1]
+        func = str(items[0])
+        frame = Frame(func=func, file=file, line=line or None, native=_is_native(file, line))
+        return _FrameShape(PYSPY, frame)
+
+    def locals_header(self, items: list[Any]) -> _Shape:
+        return _Note(PYSPY)
+
+    def local_var(self, items: list[Any]) -> _Shape:
+        return _Local(str(items[0]), str(items[1]) if len(items) > 1 else "")
+
+    def separator(self, items: list[Any]) -> _Shape:
+        return _Separator()
+
+    def fh_name(self, items: list[Any]) -> str:
+        return str(items[0])
+
+    def fh_thread(self, items: list[Any]) -> _Shape:
+        return _Thread(FAULTHANDLER, _tid(items[0]), None, items[1] if len(items) > 1 else None)
+
+    def fh_current(self, items: list[Any]) -> _Shape:
+        name = items[1] if len(items) > 1 else None
+        return _Thread(FAULTHANDLER, _tid(items[0]), "current", name)
+
+    def fh_stack(self, items: list[Any]) -> _Shape:
+        return _Thread(FAULTHANDLER, None, "current", None)
+
+    def fh_frame(self, items: list[Any]) -> _Shape:
+        file, line, func = str(items[1]), str(items[2]), str(items[3])
+        frame = Frame(
+            func=func,
+            file=None if file == "???" else file[1:-1],
+            line=None if line == "???" else int(line),
+        )
+        return _FrameShape(FAULTHANDLER, frame)
+
+    def fh_fatal(self, items: list[Any]) -> _Shape:
+        return _Reason(f"{items[0]} {_rest(items[1:])}".strip())
+
+    def fh_timeout(self, items: list[Any]) -> _Shape:
+        return _Reason(f"Timeout ({items[0]})!")
+
+    def fh_no_frame(self, items: list[Any]) -> _Shape:
+        return _Note(FAULTHANDLER)
+
+    fh_more_frames = fh_more_threads = fh_runtime = fh_extensions = fh_no_frame
+    fh_c_stack = fh_c_frame = fh_no_frame
+
+    def error_line(self, items: list[Any]) -> _Shape:
+        return _Error(f"{items[0]} {_rest(items[1:])}".strip(), start=True)
+
+    def error_detail(self, items: list[Any]) -> _Shape:
+        return _Error(str(items[0]).strip(), start=False)
+
+
+@cache
+def _parser() -> Lark:
+    """Build the line parser once per process."""
+    return Lark(
+        read_grammar("pyspy.lark"),
+        parser="lalr",
+        lexer="contextual",
+        transformer=_LineTransformer(),
+    )
+
+
+@lru_cache(maxsize=1 << 16)
+def _parse_line(text: str) -> _Shape | None:
+    """Parse one line with the ``start`` rule of ``pyspy.lark``; None when it has no known shape.
+
+    Cached: the ranks of one job print the same frame lines, and shapes are immutable.
+    """
+    try:
+        shape = _parser().parse(text)
+    except (LarkError, ValueError):  # ValueError: an integer longer than int() accepts
+        return None
+    return shape if isinstance(shape, _Shape) else None
+
+
+# ---- assembling dumps ---------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _ThreadBuilder:
+    tid: int | None
+    name: str | None
+    state: str | None
+    frames: list[Frame] = field(default_factory=list)
+    locals: list[tuple[str, str]] = field(default_factory=list)
+
+    def flush_locals(self) -> None:
+        if self.locals and self.frames:
+            self.frames[-1] = replace(self.frames[-1], locals=tuple(self.locals))
+        self.locals = []
+
+
+@dataclass(slots=True)
+class _DumpBuilder:
+    fmt: str
+    first: Line
+    lines: list[int]
+    pid: int | None = None
+    argv: list[str] = field(default_factory=list)
+    in_header: bool = False
+    python: str | None = None
+    exe: str | None = None
+    parent_pid: int | None = None
+    reason: str | None = None
+    threads: list[_ThreadBuilder] = field(default_factory=list)
+    last_no: int = 0
+    last_was_frame: bool = False
+
+    def take(self, line: Line, *, frame: bool = False) -> None:
+        self.lines.append(line.no)
+        self.last_no = line.no
+        self.last_was_frame = frame
+
+    def add_thread(self, shape: _Thread, line: Line) -> None:
+        if self.threads:
+            self.threads[-1].flush_locals()
+        self.threads.append(_ThreadBuilder(shape.tid, shape.name, shape.state))
+        self.take(line)
+
+    def add_frame(self, frame: Frame, line: Line) -> None:
+        if not self.threads:
+            # A headerless excerpt: the frames still belong to some thread.
+            self.threads.append(_ThreadBuilder(None, None, None))
+        thread = self.threads[-1]
+        thread.flush_locals()
+        thread.frames.append(frame)
+        self.take(line, frame=True)
+
+    def new_thread_starts_dump(self, shape: _Thread, line: Line) -> bool:
+        """Tell whether a thread header opens the next dump rather than continuing this one."""
+        if shape.tid is not None and any(t.tid == shape.tid for t in self.threads):
+            return True
+        if self.fmt != FAULTHANDLER:
+            return False
+        if shape.state == "current" and any(t.state == "current" for t in self.threads):
+            return True
+        # faulthandler puts a blank line between the threads of one dump and nothing between
+        # two dumps: a thread header right after a frame line starts a new dump.
+        return self.last_was_frame and line.no == self.last_no + 1
+
+    def looks_cut(self) -> bool:
+        """Guess whether the dump ended early.
+
+        It did when the argv never reached its ``Python`` line, or when the last thread's
+        outermost frame is not where stacks start (a script, a thread, ``python -m``).
+        """
+        if self.in_header:
+            return True
+        if not self.threads or not self.threads[-1].frames:
+            return False
+        outermost = self.threads[-1].frames[-1]
+        return not outermost.native and outermost.func.rsplit(".", 1)[-1] not in _ROOT_FUNCS
+
+    def build(self, source: str) -> StackDump:
+        for thread in self.threads:
+            thread.flush_locals()
+        main = self._main_index()
+        threads = tuple(
+            ThreadStack(
+                tid=t.tid, name=t.name, state=t.state, frames=tuple(t.frames), is_main=i == main
+            )
+            for i, t in enumerate(self.threads)
+        )
+        hint = self.first.hint
+        origin = replace(hint, pid=self.pid) if self.pid is not None else hint
+        return StackDump(
+            ref=SourceRef(source, self.first.no),
+            text=self.first.raw,
+            origin=origin,
+            fmt=self.fmt,
+            pid=self.pid,
+            cmdline="\n".join(self.argv).strip() or None,
+            python=self.python,
+            threads=threads,
+            truncated=self.looks_cut(),
+            last_line=self.last_no,
+            parent_pid=self.parent_pid,
+            exe=self.exe,
+            reason=self.reason,
+        )
+
+    def _main_index(self) -> int | None:
+        """Pick the main thread's position.
+
+        In order: named ``MainThread`` (py-spy) or ``Current thread`` (faulthandler),
+        ``tid == pid``, the first thread started by a ``<module>`` frame.
+        """
+        mark = "MainThread" if self.fmt == PYSPY else "current"
+        for i, t in enumerate(self.threads):
+            if (t.name if self.fmt == PYSPY else t.state) == mark:
+                return i
+        for i, t in enumerate(self.threads):
+            if self.pid is not None and t.tid == self.pid:
+                return i
+        for i, t in enumerate(self.threads):
+            if t.frames and t.frames[-1].func == "<module>":
+                return i
+        # faulthandler lists the newest thread first, so the main thread comes last.
+        if self.fmt == FAULTHANDLER and self.threads:
+            return len(self.threads) - 1
+        return None
+
+
+@dataclass(slots=True)
+class _ErrorBuilder:
+    first: Line
+    message: str
+    lines: list[int]
+    details: list[str] = field(default_factory=list)
+
+
+class StackReader(Reader):
+    """Assemble py-spy text dumps, py-spy error output and faulthandler dumps into events.
+
+    Every line of a dump is named in its :class:`StackDump` event (so it counts as
+    recognized) except lines inside a dump that have no known shape, which stay
+    unrecognized without ending the dump when they are indented.
+    """
+
+    name = "stacks"
+
+    def __init__(self, source: str) -> None:
+        super().__init__(source)
+        self._dump: _DumpBuilder | None = None
+        self._error: _ErrorBuilder | None = None
+        self._separators: list[int] | None = None
+        """Separator lines after a ``--subprocesses`` block, waiting for the next ``Process``."""
+
+    def busy(self) -> bool:
+        """Return True while a dump, an error message or a subprocess separator run is open."""
+        return self._dump is not None or self._error is not None or self._separators is not None
+
+    def feed(self, line: Line, sink: Sink) -> bool:
+        """Offer ``line``; return True when it belongs to a stack dump or a py-spy error."""
+        text = line.text.rstrip()
+        shape = _parse_line(text) if self.busy() or text.startswith(_STARTS) else None
+        if self._error is not None:
+            if isinstance(shape, _Error) and not shape.start:
+                self._error.lines.append(line.no)
+                self._error.details.append(shape.text)
+                return True
+            self._close_error(sink)
+        if self._separators is not None:
+            if isinstance(shape, _Separator):
+                self._separators.append(line.no)
+                return True
+            if not (isinstance(shape, _Header) and shape.kind == "process"):
+                self._separators = None
+        if self._dump is not None:
+            if self._dump.in_header and self._header(line, text, shape):
+                return True
+            if self._continue(line, shape, sink):
+                return True
+            self._close(sink)
+        return self._start(line, shape)
+
+    def close(self, sink: Sink) -> None:
+        """Emit what is still open at the end of the input."""
+        if self._error is not None:
+            self._close_error(sink)
+        if self._dump is not None:
+            self._close(sink)
+        self._separators = None
+
+    def _header(self, line: Line, text: str, shape: _Shape | None) -> bool:
+        """Handle a line while the py-spy ``Process`` header is open (argv may span lines)."""
+        dump = self._dump
+        assert dump is not None
+        if isinstance(shape, _Python):
+            dump.python, dump.exe, dump.in_header = shape.version, shape.exe, False
+            dump.take(line)
+            return True
+        if isinstance(shape, _Thread) and shape.fmt == PYSPY:
+            dump.in_header = False
+            return False
+        if isinstance(shape, _Header) and shape.kind in ("process", "signal"):
+            return False
+        if len(dump.argv) >= _MAX_ARGV_LINES:
+            return False
+        dump.argv.append(text)
+        dump.take(line)
+        return True
+
+    def _continue(self, line: Line, shape: _Shape | None, sink: Sink) -> bool:
+        """Add ``line`` to the open dump; return False when it does not belong there."""
+        dump = self._dump
+        assert dump is not None
+        if isinstance(shape, _Thread) and shape.fmt == dump.fmt:
+            if dump.new_thread_starts_dump(shape, line):
+                return False
+            dump.add_thread(shape, line)
+        elif isinstance(shape, _FrameShape) and shape.fmt == dump.fmt:
+            dump.add_frame(shape.frame, line)
+        elif isinstance(shape, _Note) and shape.fmt == dump.fmt:
+            dump.take(line)
+        elif isinstance(shape, _Local) and dump.fmt == PYSPY and dump.threads:
+            dump.threads[-1].locals.append((shape.name, shape.value))
+            dump.take(line)
+        elif isinstance(shape, _Header) and dump.fmt == PYSPY:
+            if shape.kind == "parent" and not dump.threads:
+                dump.parent_pid = shape.number
+            elif shape.kind == "process" and dump.pid is None and not dump.threads:
+                # --core: the `Signal` line comes before the `Process` header.
+                dump.pid, dump.argv, dump.in_header = shape.number, [shape.text], True
+            else:
+                return False
+            dump.take(line)
+        elif isinstance(shape, _Python) and dump.fmt == PYSPY:
+            if dump.threads or dump.python is not None:
+                return False
+            dump.python, dump.exe = shape.version, shape.exe
+            dump.take(line)
+        elif isinstance(shape, _Separator) and dump.fmt == PYSPY:
+            dump.take(line)
+            self._close(sink)
+            self._separators = []
+        elif isinstance(shape, _Reason) and dump.fmt == FAULTHANDLER:
+            if dump.threads or dump.reason is not None:
+                return False
+            dump.reason = shape.text
+            dump.take(line)
+        else:
+            # An indented line inside a dump (a wrapped frame, a hand edit) is not understood,
+            # but it does not end the dump either.
+            return shape is None and line.text[:1].isspace() and bool(dump.threads)
+        return True
+
+    def _start(self, line: Line, shape: _Shape | None) -> bool:
+        """Open a dump or an error message at ``line``; return False when it opens neither."""
+        if isinstance(shape, _Error):
+            if not shape.start:
+                return False
+            self._error = _ErrorBuilder(line, shape.text, [line.no])
+            return True
+        if isinstance(shape, _Header) and shape.kind in ("process", "signal"):
+            dump = _DumpBuilder(PYSPY, line, [*(self._separators or ()), line.no], last_no=line.no)
+            if shape.kind == "process":
+                dump.pid, dump.argv, dump.in_header = shape.number, [shape.text], True
+            else:
+                dump.reason = f"Signal {shape.number}"
+        elif isinstance(shape, _Python):
+            dump = _DumpBuilder(PYSPY, line, [line.no], last_no=line.no)
+            dump.python, dump.exe = shape.version, shape.exe
+        elif isinstance(shape, _Thread):
+            dump = _DumpBuilder(shape.fmt, line, [], last_no=line.no)
+            dump.add_thread(shape, line)
+        elif isinstance(shape, _Reason):
+            dump = _DumpBuilder(FAULTHANDLER, line, [line.no], reason=shape.text, last_no=line.no)
+        else:
+            return False
+        self._separators = None
+        self._dump = dump
+        return True
+
+    def _close(self, sink: Sink) -> None:
+        dump = self._dump
+        self._dump = None
+        if dump is not None:
+            sink.emit(dump.build(self.source), dump.lines)
+
+    def _close_error(self, sink: Sink) -> None:
+        error = self._error
+        self._error = None
+        if error is None:
+            return
+        message = error.message
+        if message.startswith("Error:"):
+            message = message[len("Error:") :].strip()
+        cause = next((d for d in error.details if not d.endswith(":")), None)
+        if not error.details and not _PYSPY_ERRORS.search(message):
+            return  # an `Error:` line from some other program: leave it unrecognized
+        if cause is not None:
+            cause = re.sub(r"^(Reason:|\d+:)\s*", "", cause)
+            message = f"{message} ({cause})"
+        hint = error.first.hint
+        event = StackDumpError(
+            ref=SourceRef(self.source, error.first.no),
+            text=error.first.raw,
+            origin=hint,
+            message=message,
+            pid=hint.pid,
+        )
+        sink.emit(event, error.lines)
+
+
+# ---- py-spy --json --------------------------------------------------------------------------
+
+_JSON_THREAD_KEY = re.compile(r'"thread_id"\s*:')
+_JSON_FRAMES_KEY = re.compile(r'"(frames|owns_gil)"\s*:')
+
+
+def looks_like_pyspy_json(head: str) -> bool:
+    """Tell from the first KB of a file whether it is ``py-spy dump --json`` output."""
+    text = head.lstrip("\ufeff \t\r\n")
+    return (
+        text.startswith("[")
+        and _JSON_THREAD_KEY.search(text) is not None
+        and _JSON_FRAMES_KEY.search(text) is not None
+    )
+
+
+def _json_frame(item: object) -> Frame | None:
+    if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+        return None
+    short, full = item.get("short_filename"), item.get("filename")
+    file = short if isinstance(short, str) else full if isinstance(full, str) else None
+    line = item.get("line")
+    locals_: list[tuple[str, str]] = []
+    for var in item.get("locals") or ():
+        if isinstance(var, dict) and isinstance(var.get("name"), str):
+            value = var.get("repr")
+            locals_.append((var["name"], value if isinstance(value, str) else "?"))
+    return Frame(
+        func=item["name"],
+        file=file,
+        line=line if isinstance(line, int) and line > 0 else None,
+        native=item.get("module") is not None,
+        locals=tuple(locals_),
+    )
+
+
+def _json_thread(item: object, index: int, source: str) -> tuple[int | None, ThreadStack]:
+    if not isinstance(item, dict) or not isinstance(item.get("frames"), list):
+        raise InputError(source, f"not py-spy JSON: element {index} is not a thread with frames")
+    thread_id, os_tid = item.get("thread_id"), item.get("os_thread_id")
+    if not isinstance(thread_id, int):
+        raise InputError(source, f"not py-spy JSON: element {index} has no integer thread_id")
+    pid = item.get("pid")
+    pid = pid if isinstance(pid, int) and pid > 0 else None  # --core reports pid 0
+    frames = []
+    for raw in item["frames"]:
+        frame = _json_frame(raw)
+        if frame is None:
+            raise InputError(source, f"not py-spy JSON: element {index} has a frame without a name")
+        frames.append(frame)
+    active, gil = bool(item.get("active")), bool(item.get("owns_gil"))
+    name = item.get("thread_name")
+    thread = ThreadStack(
+        # Text mode prints the OS tid when known, else the pthread id: keep the same id.
+        tid=os_tid if isinstance(os_tid, int) else thread_id,
+        name=name if isinstance(name, str) else None,
+        state="idle" if not active else "active+gil" if gil else "active",
+        frames=tuple(frames),
+        is_main=name == "MainThread" or (pid is not None and os_tid == pid),
+    )
+    return pid, thread
+
+
+def parse_pyspy_json(text: str, source: str) -> list[StackDump]:
+    """Parse ``py-spy dump --json`` output: one dump per pid, threads oldest first like text mode.
+
+    Raises:
+        InputError: ``text`` is not JSON, or not the array of thread objects py-spy writes.
+    """
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        lines = text.splitlines()
+        excerpt = lines[exc.lineno - 1][:120] if 0 < exc.lineno <= len(lines) else ""
+        raise InputError(source, f"not valid JSON ({exc.msg})", exc.lineno, excerpt) from exc
+    if not isinstance(data, list):
+        raise InputError(source, "not py-spy JSON: expected an array of threads")
+    by_pid: dict[int | None, list[ThreadStack]] = {}
+    for index, item in enumerate(data):
+        pid, thread = _json_thread(item, index, source)
+        by_pid.setdefault(pid, []).append(thread)
+    lines = text.splitlines()
+    first = next((i for i, line in enumerate(lines, 1) if line.strip()), 1)
+    dumps = []
+    for pid, threads in by_pid.items():
+        # JSON keeps the interpreter's order, newest thread first; text mode reverses it.
+        ordered = tuple(reversed(threads))
+        if not any(t.is_main for t in ordered) and ordered:
+            ordered = (replace(ordered[0], is_main=True), *ordered[1:])
+        dumps.append(
+            StackDump(
+                ref=SourceRef(source, first),
+                text=lines[first - 1] if lines else "",
+                origin=Origin(pid=pid),
+                fmt=PYSPY_JSON,
+                pid=pid,
+                cmdline=None,
+                python=None,
+                threads=ordered,
+                last_line=len(lines),
+            )
+        )
+    return dumps

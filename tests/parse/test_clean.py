@@ -1,0 +1,107 @@
+"""Line cleaning and launcher/collector prefix stripping (NCCL spec sections 4.2 and 4.6)."""
+
+from __future__ import annotations
+
+import pytest
+
+from logsleuth.parse.clean import clean, detect_numbering, strip_prefixes
+
+
+def test_clean_removes_cr_nul_and_ansi() -> None:
+    assert clean("\x1b[31mgpu:1:1 [0] NCCL INFO x\x1b[0m\r\n") == "gpu:1:1 [0] NCCL INFO x"
+    assert clean("Thread 1 (idle)\x00\x00") == "Thread 1 (idle)"
+
+
+@pytest.mark.parametrize(
+    ("line", "text", "rank", "local_rank"),
+    [
+        (
+            "[1,3]<stdout>:smc-gpu-03:29881:30401 [0] NCCL INFO init.cc:903 -> 5",
+            "smc-gpu-03:29881:30401 [0] NCCL INFO init.cc:903 -> 5",
+            3,
+            None,
+        ),
+        (
+            "[rank5]:[E207 19:37:09.983 ProcessGroupNCCL.cpp:681] [Rank 5] x",
+            "[E207 19:37:09.983 ProcessGroupNCCL.cpp:681] [Rank 5] x",
+            5,
+            None,
+        ),
+        ("[default3]:python: boom", "python: boom", None, 3),
+        (
+            "[rank1]: torch.distributed.DistBackendError: NCCL error",
+            "torch.distributed.DistBackendError: NCCL error",
+            1,
+            None,
+        ),
+    ],
+)
+def test_launcher_prefixes_become_hints(
+    line: str, text: str, rank: int | None, local_rank: int | None
+) -> None:
+    stripped, hint = strip_prefixes(line)
+    assert stripped == text
+    assert hint.rank == rank
+    assert hint.local_rank == local_rank
+
+
+def test_collector_timestamps_are_stripped_and_kept() -> None:
+    text, hint = strip_prefixes(
+        "[2026-04-22 21:34:20] host:1:2 [0] misc/shmutils.cc:88 NCCL WARN Error"
+    )
+    assert text == "host:1:2 [0] misc/shmutils.cc:88 NCCL WARN Error"
+    assert hint.time is not None
+    text, hint = strip_prefixes(
+        "2024-05-01T12:00:00.123456789Z gpu:1:1 [0] NCCL INFO Using network IB"
+    )
+    assert text == "gpu:1:1 [0] NCCL INFO Using network IB"
+    assert hint.time is not None
+
+
+def test_ray_prefix_and_repeat_suffix() -> None:
+    text, hint = strip_prefixes(
+        "(RayWorkerWrapper pid=1019) gpu:1019:1 [0] NCCL INFO x [repeated 12x across cluster]"
+    )
+    assert text == "gpu:1019:1 [0] NCCL INFO x"
+    assert hint.pid == 1019
+
+
+def test_viewer_line_numbers_only_when_the_file_is_numbered() -> None:
+    numbered = [
+        "-" * 20,
+        "451 host:1:1 [6] NCCL INFO a",
+        "452 host:1:1 [6] NCCL INFO b",
+        "453 NCCL version 2.4.8+cuda10.0",
+    ]
+    assert detect_numbering(numbered) == "viewer"
+    assert strip_prefixes(numbered[3], "viewer")[0] == "NCCL version 2.4.8+cuda10.0"
+    # nccl-tests result rows start with numbers too, but they do not count up by one.
+    rows = [
+        "           8             2     float     sum",
+        "          16             4     float     sum",
+        "          32             8     float     sum",
+    ]
+    assert detect_numbering(rows) is None
+
+
+def test_bracket_line_numbers_then_torchrun_prefix() -> None:
+    lines = [
+        "[80746] [rank0]:[E321 02:07:08.408 x.cpp:607] a",
+        "[80747] [rank4]:[E321 02:07:08.414 x.cpp:607] b",
+    ]
+    assert detect_numbering(lines) == "bracket"
+    text, hint = strip_prefixes(lines[1], "bracket")
+    assert text == "[E321 02:07:08.414 x.cpp:607] b"
+    assert hint.rank == 4
+
+
+def test_srun_labels() -> None:
+    lines = [
+        "3: gpu-a01:4721:4721 [0] NCCL INFO a",
+        " 12: gpu-a02:4722:4722 [0] NCCL INFO b",
+        "3: plain text",
+    ]
+    assert detect_numbering(lines) == "srun"
+    text, hint = strip_prefixes(lines[1], "srun")
+    assert text == "gpu-a02:4722:4722 [0] NCCL INFO b"
+    assert hint.rank == 12
