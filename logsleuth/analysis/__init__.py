@@ -1,0 +1,1 @@
+"""Model to findings: progress, stacks, topology (the only networkx user), rules."""

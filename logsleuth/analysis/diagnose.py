@@ -1,0 +1,404 @@
+"""From all the evidence to one verdict: run the rules, rank the findings, build the views."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime, timezone
+
+from logsleuth.analysis.index import EvidenceIndex, Proc, Stream, build_index
+from logsleuth.analysis.rules.base import evidence_of
+from logsleuth.analysis.rules.registry import RULES
+from logsleuth.analysis.rules.stacks import proc_stacks
+from logsleuth.analysis.stacks import build_stack_classes, classify_dump
+from logsleuth.model.base import Event, InputSummary
+from logsleuth.model.diagnosis import (
+    SEVERITIES,
+    CommunicatorView,
+    Diagnosis,
+    Finding,
+    InputView,
+    JobView,
+    RankView,
+    StackClass,
+    Verdict,
+)
+from logsleuth.model.ranks import format_ranks
+from logsleuth.model.torch import LauncherEvent, TorchVersion
+
+PRECEDENCE = (
+    "duplicate-gpu",
+    "resource-exhausted",
+    "cuda-error",
+    "config-mismatch",
+    "bootstrap-failure",
+    "collective-mismatch",
+    "process-died",
+    "non-collective-stall",
+    "missing-collective",
+    "init-stall",
+    "network-error",
+    "watchdog-stuck",
+    "transport-mismatch",
+    "transport-degraded",
+    "concurrent-use",
+    "collective-timeout",
+    "inconclusive",
+)
+"""Root causes before their symptoms: when two findings are equally severe, the earlier
+kind explains the later (mismatched versions break bootstrap; a dead rank makes peers
+time out; a stalled rank makes a collective time out)."""
+
+
+def _rank_key(finding: Finding) -> tuple[int, int, float, str, str]:
+    return (
+        -SEVERITIES.index(finding.severity),
+        PRECEDENCE.index(finding.kind) if finding.kind in PRECEDENCE else len(PRECEDENCE),
+        -finding.confidence,
+        finding.code,
+        finding.title,
+    )
+
+
+def _coverage(index: EvidenceIndex) -> float:
+    """Share of the world's ranks we have any evidence from (1.0 when unknown)."""
+    if not index.world_size:
+        return 1.0
+    known = {p.rank for p in index.procs.values() if p.rank is not None}
+    return min(1.0, len(known) / index.world_size) if known else 1.0
+
+
+def _inconclusive(index: EvidenceIndex) -> Finding | None:
+    """When something failed but no rule explains it, say so and what to collect."""
+    unexplained: list[Event] = [w for w in index.warns if w.family not in ("other",)]
+    unexplained += [w for w in index.warns if w.family == "other"]
+    unexplained += [t for t in index.traces if t.code != 0]
+    unexplained += index.failures
+    if not unexplained:
+        return None
+    evidence, total = evidence_of(unexplained)
+    return Finding(
+        code="LS001",
+        name="diagnosis.inconclusive",
+        kind="inconclusive",
+        severity="error",
+        title="errors were logged but the evidence does not show their cause",
+        detail=(
+            f"{total} error line(s) were found (NCCL WARNs, error back-traces or failed "
+            "processes), but none matches a known failure pattern. The first ones are quoted."
+        ),
+        confidence=0.3,
+        evidence=evidence,
+        evidence_total=total,
+        next_steps=(
+            "Collect NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL,NET logs from every rank "
+            "(NCCL_DEBUG_FILE=/tmp/nccl.%h.%p.log) and the launcher log.",
+            "Dump every rank's stacks while it hangs: py-spy dump --pid PID for each rank process.",
+            "Enable the flight recorder: TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1.",
+        ),
+    )
+
+
+def _merge(findings: Sequence[Finding]) -> list[Finding]:
+    """Collapse findings that say the same thing (same kind and culprits) from different evidence.
+
+    The strongest one is kept; the others' evidence is appended (up to the usual limit) and
+    their count recorded, so one conclusion reached twice reads as one, better supported.
+    """
+    groups: dict[tuple[str, tuple[int, ...], tuple[str, ...], tuple[int, ...]], list[Finding]] = {}
+    for finding in findings:
+        key = (finding.kind, finding.ranks, finding.hosts, finding.pids)
+        groups.setdefault(key, []).append(finding)
+    merged: list[Finding] = []
+    for group in groups.values():
+        group.sort(key=lambda f: (-f.confidence, f.code, f.title))
+        best = group[0]
+        if len(group) > 1 and best.ranks + best.hosts + best.pids:
+            extra = [e for f in group[1:] for e in f.evidence if e not in best.evidence]
+            evidence = (best.evidence + tuple(extra))[: max(len(best.evidence), 12)]
+            also = "; ".join(f.title for f in group[1:])
+            best = replace(
+                best,
+                detail=f"{best.detail} Also seen as: {also}.",
+                evidence=evidence,
+                evidence_total=sum(f.evidence_total for f in group),
+                confidence=min(0.98, best.confidence + 0.05 * (len(group) - 1)),
+            )
+            merged.append(best)
+        else:
+            merged.extend(group)
+    return merged
+
+
+def _corroborate(findings: list[Finding]) -> list[Finding]:
+    """Attach to the primary finding the evidence of findings that point at the same culprit.
+
+    A rank stuck in its DataLoader (stacks) also shows as the rank whose COLL lines stop one
+    collective early (NCCL) and as the rank whose watchdog did not fire (torch): the
+    primary quotes all three, and the symptoms stay listed as findings of their own.
+    """
+    serious = [f for f in findings if f.severity in ("error", "critical")]
+    if not serious or not serious[0].ranks:
+        return findings
+    top = serious[0]
+    support = [
+        f
+        for f in findings[1:]
+        if f is not top and f.ranks == top.ranks and f.kind in _SYMPTOM_KINDS
+    ]
+    if not support:
+        return findings
+    extra = [e for f in support for e in f.evidence[:2] if e not in top.evidence]
+    boosted = replace(
+        top,
+        detail=top.detail + " Corroborated by: " + "; ".join(f.title for f in support) + ".",
+        evidence=top.evidence + tuple(extra[:6]),
+        evidence_total=top.evidence_total + sum(f.evidence_total for f in support),
+        confidence=min(0.98, top.confidence + 0.03 * len(support)),
+    )
+    return [boosted if f is top else f for f in findings]
+
+
+_SYMPTOM_KINDS = frozenset({"missing-collective", "collective-timeout", "init-stall"})
+
+
+def _verdict(findings: Sequence[Finding], coverage: float) -> Verdict:
+    serious = [f for f in findings if f.severity in ("error", "critical")]
+    if not serious:
+        return Verdict(
+            kind="healthy", summary="No failure or hang was found in the evidence.", confidence=0.6
+        )
+    top = serious[0]
+    confidence = round(top.confidence * (0.7 + 0.3 * coverage), 2)
+    return Verdict(
+        kind=top.kind,
+        summary=top.title,
+        culprit_ranks=top.ranks,
+        culprit_hosts=top.hosts,
+        culprit_pids=top.pids,
+        confidence=confidence,
+        code=top.code,
+    )
+
+
+def _fmt_time(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _job(index: EvidenceIndex, events: Sequence[Event]) -> JobView:
+    hosts = sorted({p.host for p in index.procs.values() if p.host})
+    versions: dict[str, tuple[set[int], set[str]]] = defaultdict(lambda: (set(), set()))
+    for proc in index.procs.values():
+        if proc.nccl_version:
+            ranks, vhosts = versions[proc.nccl_version]
+            if proc.rank is not None:
+                ranks.add(proc.rank)
+            if proc.host:
+                vhosts.add(proc.host)
+    torch_versions = sorted({e.version for e in index.all_of(TorchVersion)})
+    launcher = None
+    if index.failures or len(index.all_of(LauncherEvent)) > 0:
+        launcher = "torchrun"
+    elif index.manifests:
+        launcher = "logsleuth live"
+    times = [
+        e.origin.time for e in events if e.origin.time is not None and e.origin.time > 86400 * 365
+    ]
+    known = [p.rank for p in index.procs.values() if p.rank is not None]
+    world = index.world_size or (max(known) + 1 if known else None)
+    return JobView(
+        world_size=world,
+        hosts=tuple(hosts),
+        nccl_versions=tuple(
+            (v, tuple(sorted(r)), tuple(sorted(h))) for v, (r, h) in sorted(versions.items())
+        ),
+        torch_version=torch_versions[0] if torch_versions else None,
+        launcher=launcher,
+        time_range=(_fmt_time(min(times)), _fmt_time(max(times))) if times else None,
+    )
+
+
+def _label(index: EvidenceIndex, stream: Stream) -> str:
+    rank = index.rank_of(*stream)
+    if rank is not None:
+        return str(rank)
+    return f"pid {stream[1]}" if stream[1] is not None else str(stream[0])
+
+
+def _communicators(index: EvidenceIndex) -> tuple[CommunicatorView, ...]:
+    views: list[CommunicatorView] = []
+    for key in sorted(index.comms):
+        state = index.comms[key]
+        seen = {r for r in state.members.values() if r is not None}
+        if not seen:
+            seen = {r for s in state.members if (r := index.rank_of(*s)) is not None}
+        missing = ""
+        if state.nranks and state.started and state.nranks <= 65536:
+            missing = format_ranks(
+                set(range(state.nranks)) - set(state.started) - set(state.completed)
+            )
+        groups: dict[tuple[int, str], list[Stream]] = defaultdict(list)
+        for stream, ops in state.ops.items():
+            if ops:
+                last = max(ops, key=lambda r: r.op_count)
+                groups[(last.op_count, last.op)].append(stream)
+        last_ops = []
+        for (op_count, op), streams in sorted(groups.items(), key=lambda kv: (-kv[0][0], kv[0][1])):
+            ranks = [r for s in streams if (r := index.rank_of(*s)) is not None]
+            who = (
+                format_ranks(ranks)
+                if len(ranks) == len(streams)
+                else ", ".join(sorted(_label(index, s) for s in streams))
+            )
+            last_ops.append((who, op_count, op))
+        transports = Counter("/".join(c.transport.split("/")[:2]) for c in state.connects)
+        aborted = {
+            r
+            for s, e in state.ended.items()
+            if e.phase == "Abort" and (r := state.members.get(s)) is not None
+        }
+        hosts = sorted({s[0] for s in state.members if s[0]})
+        channels = {c.channel for c in state.connects}
+        views.append(
+            CommunicatorView(
+                id=key,
+                nranks=state.nranks,
+                ranks_seen=format_ranks(seen),
+                init_complete=format_ranks(state.completed),
+                init_missing=missing,
+                hosts=tuple(hosts),
+                aborted=format_ranks(aborted),
+                last_op_counts=tuple(last_ops),
+                channels=len(channels) or None,
+                transports=tuple(sorted(transports.items())),
+            )
+        )
+    return tuple(views)
+
+
+def _ranks(index: EvidenceIndex) -> tuple[RankView, ...]:
+    merged: dict[object, list[Proc]] = defaultdict(list)
+    for stream, proc in index.procs.items():
+        if proc.rank is None and proc.families <= {"torch"}:
+            continue  # the launcher agent's own log lines: not a rank process
+        merged[("r", proc.rank) if proc.rank is not None else ("s", stream)].append(proc)
+    states: dict[object, str] = {}
+    for ps in proc_stacks(index):
+        if ps.dump.main_thread() is None:
+            continue
+        category, collective, site = classify_dump(ps.dump)
+        text = collective or category
+        if site:
+            text += f" at {site}"
+        states[("r", ps.rank) if ps.rank is not None else ("s", (ps.host, ps.pid))] = text
+    first_error: dict[Stream, str] = {}
+    for warn in index.warns:
+        first_error.setdefault((warn.origin.host, warn.origin.pid), warn.message.strip()[:160])
+    last_coll: dict[Stream, str] = {}
+    # The largest communicator (the world) says most about where a rank stopped.
+    for comm, state in sorted(index.comms.items(), key=lambda kv: (kv[1].nranks or 0, kv[0])):
+        for stream, ops in state.ops.items():
+            if ops:
+                last = max(ops, key=lambda r: r.op_count)
+                last_coll[stream] = f"{last.op} opCount {last.op_count:#x} on {comm}"
+    views: list[RankView] = []
+    for key, procs in merged.items():
+        streams = [(p.host, p.pid) for p in procs]
+        host = next((p.host for p in procs if p.host), None)
+        pid = next((p.pid for p in procs if p.pid is not None and p.host), None)
+        if pid is None:
+            pid = next((p.pid for p in procs if p.pid is not None), None)
+        views.append(
+            RankView(
+                rank=procs[0].rank,
+                host=host,
+                pid=pid,
+                devices=tuple(sorted({d for p in procs for d in p.devices})),
+                bus_ids=tuple(sorted({b for p in procs for b in p.bus_ids})),
+                nccl_version=next((p.nccl_version for p in procs if p.nccl_version), None),
+                sources=tuple(sorted({s for p in procs for s in p.sources})),
+                last_collective=next((last_coll[s] for s in streams if s in last_coll), None),
+                state=states.get(key),
+                first_error=next((first_error[s] for s in streams if s in first_error), None),
+            )
+        )
+    views.sort(key=lambda v: (v.rank is None, v.rank or 0, v.host or "", v.pid or 0))
+    return tuple(views)
+
+
+def _gaps(index: EvidenceIndex, inputs: Sequence[InputView]) -> tuple[str, ...]:
+    gaps: list[str] = []
+    if index.world_size:
+        known = {p.rank for p in index.procs.values() if p.rank is not None}
+        missing = set(range(index.world_size)) - known
+        if missing and known:
+            gaps.append(
+                f"no evidence from {len(missing)} of {index.world_size} ranks: {format_ranks(missing)}"
+            )
+    partial = [v for v in inputs if not v.error and v.unrecognized]
+    for view in inputs:
+        if view.error:
+            gaps.append(f"{view.source}: {view.error}")
+    if len(partial) > 3:
+        lines = sum(v.unrecognized for v in partial)
+        gaps.append(
+            f"{len(partial)} inputs have lines logsleuth does not recognize ({lines:,} lines in all)"
+        )
+    else:
+        for view in partial:
+            gaps.append(f"{view.source}: {view.unrecognized} of {view.lines} lines not recognized")
+    for dump in index.dumps:
+        if dump.truncated:
+            gaps.append(f"{dump.ref.source}:{dump.ref.line}: stack dump is truncated")
+    return tuple(gaps)
+
+
+def diagnose(
+    events: Sequence[Event],
+    inputs: Sequence[InputSummary],
+    version: str,
+) -> Diagnosis:
+    """Run every rule over ``events`` and build the :class:`Diagnosis` the reports show.
+
+    Args:
+        events: All events, file by file in input order.
+        inputs: The line accounting of each input (failed inputs carry ``error``).
+        version: logsleuth's version, for the report header.
+    """
+    index = build_index(events, inputs)
+    findings: list[Finding] = []
+    for rule in RULES:
+        findings.extend(rule().check(index))
+    if not any(f.severity in ("error", "critical") for f in findings):
+        fallback = _inconclusive(index)
+        if fallback is not None:
+            findings.append(fallback)
+    findings = _merge(findings)
+    findings.sort(key=_rank_key)
+    findings = _corroborate(findings)
+    input_views = tuple(
+        InputView(
+            source=i.source,
+            kind=i.kind,
+            lines=i.lines,
+            recognized=i.recognized,
+            unrecognized=i.unrecognized,
+            blank=i.blank,
+            error=i.error,
+        )
+        for i in sorted(inputs, key=lambda i: i.source)
+    )
+    procs = proc_stacks(index)
+    classes: tuple[StackClass, ...] = build_stack_classes(procs) if procs else ()
+    return Diagnosis(
+        verdict=_verdict(findings, _coverage(index)),
+        findings=tuple(findings),
+        job=_job(index, events),
+        communicators=_communicators(index),
+        stack_classes=classes,
+        ranks=_ranks(index),
+        inputs=input_views,
+        gaps=_gaps(index, input_views),
+        version=version,
+    )

@@ -1,0 +1,367 @@
+"""Fold the event stream into what the rules ask about: processes, ranks, communicators.
+
+Stream identity is (host, pid) (NCCL spec 4.3). A process's global rank comes, strongest
+first, from: a launcher prefix on its lines, its rank in the largest communicator it
+initialised, a bundle manifest, torchrun's failure summary (pid -> rank), and the file
+name (``nccl_rank37.log``, ``rank3.0.txt``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict, deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from logsleuth.model.base import Event, InputSummary
+from logsleuth.model.bundle import BundleManifest
+from logsleuth.model.nccl import (
+    NcclChannelConnect,
+    NcclCollective,
+    NcclCommEnd,
+    NcclCommInit,
+    NcclConnected,
+    NcclCudaDriver,
+    NcclErrorTrace,
+    NcclInfoNote,
+    NcclInterface,
+    NcclNetDevices,
+    NcclNetPlugin,
+    NcclNetwork,
+    NcclVersion,
+    NcclWarn,
+)
+from logsleuth.model.stacks import StackDump
+from logsleuth.model.torch import ChildFailure
+
+KEEP_OPS = 64
+"""COLL lines kept per process and communicator: enough to compare the last positions."""
+
+_FILE_RANK = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)(?![\d])", re.IGNORECASE)
+_FILE_PID = re.compile(r"(?:^|[^a-z])pid[_-]?(\d+)", re.IGNORECASE)
+
+E = TypeVar("E", bound=Event)
+Stream = tuple[str | None, int | None]
+"""(host, pid) of a writer."""
+
+
+@dataclass(slots=True)
+class Proc:
+    """What is known about one process, built up while events are folded in."""
+
+    host: str | None
+    pid: int | None
+    rank: int | None = None
+    rank_source: str | None = None
+    local_rank: int | None = None
+    devices: set[int] = field(default_factory=set)
+    bus_ids: set[str] = field(default_factory=set)
+    sources: set[str] = field(default_factory=set)
+    nccl_version: str | None = None
+    cuda_driver: int | None = None
+    net_plugin: str | None = None
+    network: str | None = None
+    first_line: Event | None = None
+    last_event: Event | None = None
+    families: set[str] = field(default_factory=set)
+    """Which kinds of evidence the process wrote: ``nccl``, ``torch``, ``stacks``."""
+
+
+@dataclass(frozen=True, slots=True)
+class OpRecord:
+    """One logged collective of one process on one communicator."""
+
+    op: str
+    op_count: int
+    count: int | None
+    datatype: int | None
+    root: int | None
+    peer: int | None
+    event: NcclCollective
+
+
+@dataclass(slots=True)
+class CommState:
+    """One communicator: who initialised it, who completed, and each member's last ops."""
+
+    key: str
+    nranks: int | None = None
+    started: dict[int, NcclCommInit] = field(default_factory=dict)  # rank -> START
+    completed: dict[int, NcclCommInit] = field(default_factory=dict)  # rank -> COMPLETE
+    ended: dict[Stream, NcclCommEnd] = field(default_factory=dict)
+    members: dict[Stream, int | None] = field(default_factory=dict)  # stream -> rank in comm
+    ops: dict[Stream, deque[OpRecord]] = field(default_factory=dict)
+    op_totals: dict[Stream, int] = field(default_factory=dict)
+    connects: list[NcclChannelConnect] = field(default_factory=list)
+    connected: set[Stream] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class EvidenceIndex:
+    """All evidence, folded; rules read from here."""
+
+    procs: dict[Stream, Proc] = field(default_factory=dict)
+    comms: dict[str, CommState] = field(default_factory=dict)
+    warns: list[NcclWarn] = field(default_factory=list)
+    traces: list[NcclErrorTrace] = field(default_factory=list)
+    notes: list[NcclInfoNote] = field(default_factory=list)
+    interfaces: list[NcclInterface] = field(default_factory=list)
+    net_devices: list[NcclNetDevices] = field(default_factory=list)
+    dumps: list[StackDump] = field(default_factory=list)
+    failures: list[ChildFailure] = field(default_factory=list)
+    torch: list[Event] = field(default_factory=list)
+    manifests: list[BundleManifest] = field(default_factory=list)
+    inputs: list[InputSummary] = field(default_factory=list)
+    by_type: dict[type[Event], list[Event]] = field(default_factory=dict)
+    truncated_sources: set[str] = field(default_factory=set)
+    world_size: int | None = None
+
+    def all_of(self, event_type: type[E]) -> list[E]:
+        """Return every event of exactly ``event_type``, in input order."""
+        return self.by_type.get(event_type, [])  # type: ignore[return-value]
+
+    def proc(self, stream: Stream) -> Proc:
+        """Return (creating) the process record of ``stream``."""
+        found = self.procs.get(stream)
+        if found is None:
+            found = self.procs[stream] = Proc(host=stream[0], pid=stream[1])
+        return found
+
+    def rank_of(self, host: str | None, pid: int | None) -> int | None:
+        """Return the global rank of the process (host, pid), if known."""
+        found = self.procs.get((host, pid))
+        if found is not None and found.rank is not None:
+            return found.rank
+        if pid is None:
+            return None
+        matches = {p.rank for (h, q), p in self.procs.items() if q == pid and p.rank is not None}
+        if host is not None:
+            matches = {
+                p.rank
+                for (h, q), p in self.procs.items()
+                if q == pid and p.rank is not None and (h is None or h == host)
+            }
+        return matches.pop() if len(matches) == 1 else None
+
+    def proc_of_rank(self, rank: int) -> Proc | None:
+        """Return the best-known process record of global ``rank`` (NCCL streams first)."""
+        best: Proc | None = None
+        for proc in self.procs.values():
+            if proc.rank == rank and (best is None or (best.host is None and proc.host)):
+                best = proc
+        return best
+
+    def stream_label(self, stream: Stream) -> str:
+        """Return a human label for a process: ``rank 3 (host pid 123)`` or ``host pid 123``."""
+        proc = self.procs.get(stream)
+        rank = proc.rank if proc else None
+        where = " ".join(x for x in (stream[0], f"pid {stream[1]}" if stream[1] else None) if x)
+        if rank is not None:
+            return f"rank {rank} ({where})" if where else f"rank {rank}"
+        return where or "an unknown process"
+
+
+def _comm_key(event: NcclCommInit) -> str:
+    if event.comm_id:
+        return event.comm_id
+    if event.parent is not None:
+        return f"split:{event.parent}:{event.color}:{event.nranks}"
+    return f"nranks={event.nranks}"
+
+
+def _set_rank(proc: Proc, rank: int, source: str, strength: int) -> None:
+    order = {"prefix": 5, "world-comm": 4, "manifest": 3, "summary": 2, "file-name": 1}
+    current = order.get(proc.rank_source or "", 0)
+    if proc.rank is None or strength > current:
+        proc.rank = rank
+        proc.rank_source = source
+
+
+def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) -> EvidenceIndex:
+    """Fold ``events`` (in input order, file by file) into an :class:`EvidenceIndex`."""
+    index = EvidenceIndex()
+    index.inputs = list(inputs)
+    comm_of: dict[tuple[str | None, int | None, str], str] = {}
+    inits: list[NcclCommInit] = []
+    order = {"prefix": 5, "world-comm": 4, "manifest": 3, "summary": 2, "file-name": 1}
+
+    # Pass 1: streams, communicators, identities.
+    for event in events:
+        index.by_type.setdefault(type(event), []).append(event)
+        origin = event.origin
+        stream: Stream = (origin.host, origin.pid)
+        if origin.pid is not None or origin.host is not None:
+            proc = index.proc(stream)
+            proc.sources.add(event.ref.source)
+            if proc.first_line is None:
+                proc.first_line = event
+            proc.last_event = event
+            proc.families.add(type(event).__module__.rsplit(".", 1)[-1])
+            if origin.dev is not None:
+                proc.devices.add(origin.dev)
+            if origin.rank is not None:
+                _set_rank(proc, origin.rank, "prefix", order["prefix"])
+            if origin.local_rank is not None:
+                proc.local_rank = origin.local_rank
+        if isinstance(event, NcclCommInit):
+            inits.append(event)
+            key = _comm_key(event)
+            comm_of[(origin.host, origin.pid, event.comm)] = key
+            state = index.comms.setdefault(key, CommState(key=key))
+            state.nranks = event.nranks
+            state.members[stream] = event.rank
+            (state.started if event.phase == "START" else state.completed)[event.rank] = event
+            if event.bus_id:
+                index.proc(stream).bus_ids.add(event.bus_id)
+            if event.cuda_dev is not None:
+                index.proc(stream).devices.add(event.cuda_dev)
+        elif isinstance(event, NcclVersion):
+            if origin.host is not None or origin.pid is not None:
+                index.proc(stream).nccl_version = event.version
+        elif isinstance(event, NcclCudaDriver):
+            index.proc(stream).cuda_driver = event.version
+        elif isinstance(event, NcclNetPlugin):
+            if event.plugin:
+                index.proc(stream).net_plugin = event.plugin
+        elif isinstance(event, NcclNetwork):
+            index.proc(stream).network = event.name
+        elif isinstance(event, NcclWarn):
+            index.warns.append(event)
+        elif isinstance(event, NcclErrorTrace):
+            index.traces.append(event)
+        elif isinstance(event, NcclInfoNote):
+            index.notes.append(event)
+        elif isinstance(event, NcclInterface):
+            index.interfaces.append(event)
+        elif isinstance(event, NcclNetDevices):
+            index.net_devices.append(event)
+        elif isinstance(event, StackDump):
+            index.dumps.append(event)
+        elif isinstance(event, ChildFailure):
+            index.failures.append(event)
+        elif isinstance(event, BundleManifest):
+            index.manifests.append(event)
+        elif type(event).__module__.endswith("model.torch"):
+            index.torch.append(event)
+
+    # The world communicator is the largest; a process's rank in it is its global rank.
+    if index.comms:
+        world = max(index.comms.values(), key=lambda c: (c.nranks or 0, len(c.members), c.key))
+        index.world_size = world.nranks
+        for stream, rank in world.members.items():
+            if rank is not None:
+                _set_rank(index.proc(stream), rank, "world-comm", order["world-comm"])
+    for manifest in index.manifests:
+        for entry in manifest.ranks:
+            if entry.pid is None:
+                continue
+            targets = [
+                p
+                for (h, q), p in index.procs.items()
+                if q == entry.pid and (h in (None, entry.host))
+            ]
+            if not targets:
+                targets = [index.proc((entry.host, entry.pid))]
+            for proc in targets:
+                _set_rank(proc, entry.rank, "manifest", order["manifest"])
+                proc.local_rank = (
+                    entry.local_rank if entry.local_rank is not None else proc.local_rank
+                )
+        if index.world_size is None and manifest.ranks:
+            index.world_size = len(manifest.ranks)
+    for failure in index.failures:
+        if failure.pid is None or failure.rank is None:
+            continue
+        targets = [p for (h, q), p in index.procs.items() if q == failure.pid]
+        if not targets:
+            targets = [index.proc((None, failure.pid))]
+        for proc in targets:
+            _set_rank(proc, failure.rank, "summary", order["summary"])
+    for proc in index.procs.values():
+        if proc.rank is not None:
+            continue
+        for source in sorted(proc.sources):
+            base = source.rsplit("/", 1)[-1]
+            if (m := _FILE_RANK.search(base)) and not _FILE_PID.search(base):
+                _set_rank(proc, int(m.group(1)), "file-name", order["file-name"])
+                break
+    # A bare version line (no prefix: printed to stdout by rank 0 before 2.22) belongs to the
+    # only host of its file, else to the process whose NCCL line follows it.
+    bare = [e for e in index.all_of(NcclVersion) if e.origin.host is None and e.origin.pid is None]
+    for version in bare:
+        in_file = [p for p in index.procs.values() if version.ref.source in p.sources and p.host]
+        hosts_in_file = {p.host for p in in_file}
+        if len(hosts_in_file) == 1:
+            for proc in in_file:
+                proc.nccl_version = proc.nccl_version or version.version
+            continue
+        following = [
+            e
+            for e in events
+            if e.ref.source == version.ref.source
+            and e.ref.line > version.ref.line
+            and e.origin.host
+        ]
+        if following:
+            proc = index.proc((following[0].origin.host, following[0].origin.pid))
+            proc.nccl_version = proc.nccl_version or version.version
+    # A version line printed once per host (rank 0 only, before 2.22) covers its host.
+    by_host: dict[str | None, set[str]] = defaultdict(set)
+    for proc in index.procs.values():
+        if proc.nccl_version:
+            by_host[proc.host].add(proc.nccl_version)
+    for proc in index.procs.values():
+        if proc.nccl_version is None and len(by_host.get(proc.host, ())) == 1:
+            proc.nccl_version = next(iter(by_host[proc.host]))
+
+    # Pass 2: collectives and connections per communicator. Channel lines belong to the
+    # communicator whose init the process is in (the last Init START it logged).
+    current: dict[Stream, str] = {}
+    for event in events:
+        if isinstance(event, NcclCommInit) and event.phase == "START":
+            current[(event.origin.host, event.origin.pid)] = _comm_key(event)
+        elif isinstance(event, NcclCollective):
+            origin = event.origin
+            stream = (origin.host, origin.pid)
+            found = comm_of.get((origin.host, origin.pid, event.comm))
+            if found is None:
+                # No Init line for this comm pointer (an excerpt): comms of one size are one.
+                found = (
+                    f"nranks={event.nranks}" if event.nranks is not None else f"comm {event.comm}"
+                )
+                comm_of[(origin.host, origin.pid, event.comm)] = found
+            key = found
+            state = index.comms.setdefault(key, CommState(key=key, nranks=event.nranks))
+            state.members.setdefault(stream, None)
+            queue = state.ops.setdefault(stream, deque(maxlen=KEEP_OPS))
+            queue.append(
+                OpRecord(
+                    op=event.op,
+                    op_count=event.op_count,
+                    count=event.count,
+                    datatype=event.datatype,
+                    root=event.root,
+                    peer=event.peer,
+                    event=event,
+                )
+            )
+            state.op_totals[stream] = state.op_totals.get(stream, 0) + 1
+        elif isinstance(event, NcclCommEnd):
+            stream = (event.origin.host, event.origin.pid)
+            ended = comm_of.get((event.origin.host, event.origin.pid, event.comm))
+            if ended is not None:
+                index.comms[ended].ended[stream] = event
+        elif isinstance(event, NcclChannelConnect | NcclConnected):
+            stream = (event.origin.host, event.origin.pid)
+            known = current.get(stream)
+            if known is None:
+                keys = {k for (h, p, _), k in comm_of.items() if (h, p) == stream}
+                known = keys.pop() if len(keys) == 1 else None
+            if known is not None:
+                state = index.comms[known]
+                if isinstance(event, NcclChannelConnect):
+                    state.connects.append(event)
+                else:
+                    state.connected.add(stream)
+    return index

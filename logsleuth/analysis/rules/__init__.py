@@ -1,0 +1,1 @@
+"""Rules: one small documented class per finding code."""

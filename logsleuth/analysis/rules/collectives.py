@@ -1,0 +1,448 @@
+"""Rules about where each rank is in its communicators' sequence of collectives."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from logsleuth.analysis.index import CommState, EvidenceIndex, OpRecord, Stream
+from logsleuth.analysis.rules.base import Rule, culprits, describe, evidence_of
+from logsleuth.model.base import Event
+from logsleuth.model.diagnosis import Finding
+from logsleuth.model.ranks import format_ranks
+from logsleuth.model.torch import CollectiveFingerprint, WatchdogProgress, WatchdogTimeout
+
+_BYTE_TYPES = (0, 1)
+"""ncclInt8/ncclUint8: the dtype of torch's ``*_object`` collectives (pickled bytes)."""
+
+
+def _coverage(index: EvidenceIndex, state: CommState) -> float:
+    """Share of the communicator's ranks whose logs we have (1.0 when unknown)."""
+    if not state.nranks:
+        return 1.0
+    return min(1.0, len(state.members) / state.nranks)
+
+
+def _split_majority(groups: dict[object, list[Stream]]) -> tuple[list[Stream], list[Stream], bool]:
+    """Return (reference streams, odd streams, tie) from streams grouped by what they did."""
+    ordered = sorted(groups.values(), key=lambda g: (-len(g), min(str(s) for s in g)))
+    reference = ordered[0]
+    odd = [s for g in ordered[1:] for s in g]
+    tie = len(ordered) > 1 and len(ordered[1]) == len(reference)
+    return reference, odd, tie
+
+
+class MissingCollective(Rule):
+    """Some ranks never entered a collective that the others are blocked in.
+
+    Symptom:
+        The last collective each rank logged (NCCL COLL lines, ``opCount``) differs: most
+        ranks reached position N of a communicator while a few stopped at an earlier one,
+        or a few issued a collective that nobody else did. The ranks at N wait forever.
+
+    Likely causes:
+        Rank-divergent control flow (``if rank == 0: dist.all_reduce(...)``), a rank that
+        raised or exited early, a rank stuck outside communication (data loading, I/O, a
+        lock), uneven numbers of batches per rank, an early ``break`` on one rank.
+
+    What to check:
+        The culprit's stack (``py-spy dump --pid PID``) and its last log lines; code paths
+        that call collectives under rank- or data-dependent conditions; per-rank dataset
+        lengths (``drop_last``, ``DistributedSampler``).
+    """
+
+    code = "LS101"
+    name = "collective.missing"
+    kind = "missing-collective"
+
+    def check(self, index: EvidenceIndex) -> Iterable[Finding]:
+        for key in sorted(index.comms):
+            state = index.comms[key]
+            last = {s: max(r.op_count for r in ops) for s, ops in state.ops.items() if ops}
+            if len(last) < 2:
+                continue
+            top = max(last.values())
+            ahead = sorted((s for s, n in last.items() if n == top), key=str)
+            behind = sorted((s for s, n in last.items() if n < top), key=str)
+            if not behind:
+                continue
+            if len(behind) <= len(ahead):
+                yield self._never_entered(index, state, ahead, behind, last, top)
+            else:
+                yield self._extra_call(index, state, ahead, behind, last, top)
+
+    def _record(self, state: CommState, stream: Stream, op_count: int) -> OpRecord | None:
+        for record in reversed(state.ops[stream]):
+            if record.op_count == op_count:
+                return record
+        return None
+
+    def _never_entered(
+        self,
+        index: EvidenceIndex,
+        state: CommState,
+        ahead: list[Stream],
+        behind: list[Stream],
+        last: dict[Stream, int],
+        top: int,
+    ) -> Finding:
+        sample = self._record(state, ahead[0], top)
+        op = sample.op if sample else "collective"
+        ranks, hosts, pids = culprits(index, behind)
+        tie = len(behind) == len(ahead)
+        confidence = (0.45 if tie else 0.85) * (0.6 + 0.4 * _coverage(index, state))
+        events: list[Event] = []
+        for stream in behind:
+            record = self._record(state, stream, last[stream])
+            if record:
+                events.append(record.event)
+        if sample:
+            events.append(sample.event)
+        stuck_at = sorted({last[s] for s in behind})
+        title = f"{describe(index, behind)} never entered {op} #{top} (opCount {top:#x}) on comm {state.key}"
+        detail = (
+            f"{len(ahead)} rank(s) logged {op} at opCount {top:#x} on communicator {state.key} and "
+            f"wait in it; {describe(index, behind)} stopped at opCount "
+            f"{', '.join(f'{n:#x}' for n in stuck_at)} and never issued it."
+        )
+        if tie:
+            detail += " The two sides are equally large, so which one diverged is uncertain."
+        return self.finding(
+            severity="critical",
+            title=title,
+            detail=detail,
+            events=events,
+            ranks=ranks,
+            hosts=hosts,
+            pids=pids,
+            communicator=state.key,
+            confidence=confidence,
+            next_steps=(
+                f"Dump the culprit's stacks: py-spy dump --pid {pids[0] if pids else 'PID'} "
+                "(on its host) to see where it is instead of in the collective.",
+                "Look for collectives under rank- or data-dependent conditions and for an "
+                "exception or early exit on the culprit (its launcher log lines).",
+                "Re-run with TORCH_DISTRIBUTED_DEBUG=DETAIL to get the desync report naming the call.",
+            ),
+        )
+
+    def _extra_call(
+        self,
+        index: EvidenceIndex,
+        state: CommState,
+        ahead: list[Stream],
+        behind: list[Stream],
+        last: dict[Stream, int],
+        top: int,
+    ) -> Finding:
+        sample = self._record(state, ahead[0], top)
+        op = sample.op if sample else "collective"
+        ranks, hosts, pids = culprits(index, ahead)
+        events: list[Event] = [r.event for s in ahead if (r := self._record(state, s, top))]
+        return self.finding(
+            severity="critical",
+            title=f"{describe(index, ahead)} issued {op} #{top} that the other ranks never issued",
+            detail=(
+                f"{describe(index, ahead)} logged {op} at opCount {top:#x} on communicator "
+                f"{state.key}; the other {len(behind)} rank(s) stopped at an earlier position, so "
+                "the culprit waits in a collective nobody else joins."
+            ),
+            events=events,
+            ranks=ranks,
+            hosts=hosts,
+            pids=pids,
+            communicator=state.key,
+            confidence=0.7 * (0.6 + 0.4 * _coverage(index, state)),
+            next_steps=(
+                "Find the rank-conditional collective on the culprit (logging, metrics, "
+                "checkpointing done on one rank with a collective inside).",
+                "Dump the stacks of all ranks (py-spy dump) to see where the others are.",
+            ),
+        )
+
+
+class CollectiveMismatch(Rule):
+    """Ranks of one communicator issued different collectives at the same position.
+
+    Symptom:
+        At the same ``opCount`` of one communicator, ranks logged different operations
+        (AllGather vs AllReduce), sizes, data types or roots; or the PyTorch DETAIL desync
+        report says ``Detected mismatch between collectives on ranks``.
+
+    Likely causes:
+        Collectives issued in a different order on different ranks (rank-conditional
+        code, a dict iterated in different orders, uneven model partitions), an object
+        collective (``all_gather_object``, ``broadcast_object_list``) on one rank only,
+        different tensor shapes per rank.
+
+    What to check:
+        The call sites of both collectives on the named ranks; run with
+        ``TORCH_DISTRIBUTED_DEBUG=DETAIL`` to get the Python call that diverged; a flight
+        recorder dump (``TORCH_NCCL_TRACE_BUFFER_SIZE``) shows the sequence per rank.
+    """
+
+    code = "LS102"
+    name = "collective.mismatch"
+    kind = "collective-mismatch"
+
+    def check(self, index: EvidenceIndex) -> Iterable[Finding]:
+        for key in sorted(index.comms):
+            finding = self._check_comm(index, index.comms[key])
+            if finding is not None:
+                yield finding
+        yield from self._check_fingerprints(index)
+
+    def _check_comm(self, index: EvidenceIndex, state: CommState) -> Finding | None:
+        positions: dict[int, dict[Stream, OpRecord]] = defaultdict(dict)
+        for stream, ops in state.ops.items():
+            for record in ops:
+                if record.op in ("Send", "Recv"):
+                    continue
+                positions[record.op_count][stream] = record
+        for op_count in sorted(positions):
+            by_stream = positions[op_count]
+            if len(by_stream) < 2:
+                continue
+            groups: dict[object, list[Stream]] = defaultdict(list)
+            for stream, record in by_stream.items():
+                groups[(record.op, record.count, record.datatype, record.root)].append(stream)
+            if len(groups) < 2:
+                continue
+            reference, odd, tie = _split_majority(groups)
+            if tie:
+                reference, odd = self._break_tie(index, by_stream, reference, odd)
+            ref = by_stream[reference[0]]
+            bad = by_stream[odd[0]]
+            what = self._difference(ref, bad)
+            ranks, hosts, pids = culprits(index, odd)
+            confidence = (0.5 if tie else 0.85) * (0.6 + 0.4 * _coverage(index, state))
+            events: list[Event] = [by_stream[s].event for s in (*odd, *reference)]
+            return self.finding(
+                severity="critical",
+                title=(
+                    f"{describe(index, odd)} issued {bad.op} where {describe(index, reference)} issued "
+                    f"{ref.op} at opCount {op_count:#x} on comm {state.key}"
+                ),
+                detail=(
+                    f"At position {op_count:#x} of communicator {state.key} the ranks disagree on "
+                    f"{what}: {self._sig(bad)} on {describe(index, odd)} versus {self._sig(ref)} on "
+                    f"{describe(index, reference)}. NCCL matches collectives by position, so the job "
+                    "hangs or exchanges garbage."
+                    + (
+                        " The sides are equally large; the side with a byte-typed (object) "
+                        "collective, else the side without the lowest rank, is taken as the odd one."
+                        if tie
+                        else ""
+                    )
+                ),
+                events=events,
+                ranks=ranks,
+                hosts=hosts,
+                pids=pids,
+                communicator=state.key,
+                confidence=confidence,
+                next_steps=(
+                    f"Find where {describe(index, odd)} calls {bad.op} (an all_gather_object or "
+                    "broadcast_object_list behind a rank check is the classic cause).",
+                    "Re-run with TORCH_DISTRIBUTED_DEBUG=DETAIL: the desync report names both Python calls.",
+                    "Make every rank issue the same collectives in the same order.",
+                ),
+            )
+        return None
+
+    @staticmethod
+    def _sig(record: OpRecord) -> str:
+        return f"{record.op}(count={record.count}, datatype={record.datatype}, root={record.root})"
+
+    @staticmethod
+    def _difference(ref: OpRecord, bad: OpRecord) -> str:
+        if ref.op != bad.op:
+            return "the operation"
+        if ref.count != bad.count:
+            return "the element count"
+        if ref.datatype != bad.datatype:
+            return "the data type"
+        return "the root"
+
+    @staticmethod
+    def _break_tie(
+        index: EvidenceIndex,
+        by_stream: dict[Stream, OpRecord],
+        reference: list[Stream],
+        odd: list[Stream],
+    ) -> tuple[list[Stream], list[Stream]]:
+        def byte_typed(streams: list[Stream]) -> bool:
+            return any(by_stream[s].datatype in _BYTE_TYPES for s in streams)
+
+        if byte_typed(reference) != byte_typed(odd):
+            return (odd, reference) if byte_typed(reference) else (reference, odd)
+
+        def lowest(streams: list[Stream]) -> tuple[int, int]:
+            ranks = [r for r in (index.rank_of(h, p) for h, p in streams) if r is not None]
+            devs = [d for s in streams for d in sorted(index.proc(s).devices)]
+            return (min(ranks) if ranks else 1 << 30, min(devs) if devs else 1 << 30)
+
+        return (reference, odd) if lowest(reference) <= lowest(odd) else (odd, reference)
+
+    def _check_fingerprints(self, index: EvidenceIndex) -> Iterable[Finding]:
+        prints = [e for e in index.torch if isinstance(e, CollectiveFingerprint)]
+        if not prints:
+            return
+        votes: dict[int, str] = {}
+        for e in prints:
+            if e.rank is not None and e.op_type:
+                votes[e.rank] = e.op_type
+            if e.other_rank is not None and e.other_op_type:
+                votes[e.other_rank] = e.other_op_type
+        counts: dict[str, list[int]] = defaultdict(list)
+        for rank, op in votes.items():
+            counts[op].append(rank)
+        if len(counts) < 2:
+            odd_ranks = sorted({e.other_rank for e in prints if e.other_rank is not None})
+        else:
+            ordered = sorted(counts.items(), key=lambda kv: (-len(kv[1]), min(kv[1])))
+            odd_ranks = sorted(r for _, ranks in ordered[1:] for r in ranks)
+        first = prints[0]
+        yield self.finding(
+            severity="critical",
+            title=f"PyTorch detected mismatched collectives (ranks {', '.join(map(str, odd_ranks))} differ)",
+            detail=(
+                f"TORCH_DISTRIBUTED_DEBUG=DETAIL reported {first.op_type} on rank {first.rank} versus "
+                f"{first.other_op_type} on rank {first.other_rank} at sequence {first.seq}."
+            ),
+            events=prints,
+            ranks=odd_ranks,
+            confidence=0.9,
+            next_steps=("Compare the two call sites named in the report and make them agree.",),
+        )
+
+
+class CollectiveTimeout(Rule):
+    """A collective timed out on every rank that reported, with every rank inside it.
+
+    Symptom:
+        The ProcessGroupNCCL watchdog reports ``Watchdog caught collective operation
+        timeout: WorkNCCL(SeqNum=S, OpType=...)`` on the ranks, all for the same SeqNum,
+        and every rank enqueued work past S (``last enqueued`` >= S): no rank is missing
+        from the collective, the collective itself did not finish.
+
+    Likely causes:
+        A network or transport stall (IB link flaps, a congested or misrouted fabric), a
+        GPU hung inside the kernel (another kernel spinning, ECC/Xid errors), NVLink
+        problems, or a rank whose own logs are missing and that is elsewhere.
+
+    What to check:
+        ``NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL,NET`` logs of all ranks, ``dmesg`` for
+        Xid errors, ``ibstat``/``ibv_devinfo`` port state, and a flight recorder dump
+        (``TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1``).
+    """
+
+    code = "LS103"
+    name = "collective.timeout"
+    kind = "collective-timeout"
+
+    def check(self, index: EvidenceIndex) -> Iterable[Finding]:
+        timeouts = [e for e in index.torch if isinstance(e, WatchdogTimeout)]
+        if not timeouts:
+            return
+        progress = [e for e in index.torch if isinstance(e, WatchdogProgress)]
+        by_seq: dict[tuple[str | None, int, str], list[WatchdogTimeout]] = defaultdict(list)
+        for e in timeouts:
+            by_seq[(e.pg, e.seq, e.op_type)].append(e)
+        (_pg, seq, op_type), group = max(by_seq.items(), key=lambda kv: (len(kv[1]), kv[0][1]))
+        ranks = sorted({e.rank for e in group if e.rank is not None})
+        behind = sorted(
+            {
+                p.rank
+                for p in progress
+                if p.rank is not None and p.last_enqueued is not None and p.last_enqueued < seq
+            }
+        )
+        inside = {p.rank for p in progress if p.rank is not None and (p.last_enqueued or 0) >= seq}
+        silent = self._silent_ranks(index, set(ranks) | inside)
+        ranks = sorted(set(ranks) | inside)
+        if behind or silent:
+            missing = sorted(set(behind) | set(silent))
+            yield self._laggards(index, group, progress, missing, seq, op_type, ranks)
+            return
+        numel = group[0].numel_in
+        timeout_s = (group[0].timeout_ms or 0) / 1000
+        yield self.finding(
+            severity="error",
+            title=f"{op_type} SeqNum {seq} timed out on ranks {_fmt(ranks)} with every reporting rank inside it",
+            detail=(
+                f"{len(ranks)} rank(s) report that {op_type} (SeqNum {seq}"
+                + (f", {numel:,} elements" if numel else "")
+                + (f", timeout {timeout_s:g} s" if timeout_s else "")
+                + ") did not finish, and none is behind in enqueueing work. The collective itself "
+                "stalled: a network/transport problem or a GPU hung inside the kernel, not a rank "
+                "that skipped the call."
+            ),
+            events=[*group, *progress],
+            ranks=ranks,
+            confidence=0.6 if len(ranks) > 1 else 0.4,
+            next_steps=(
+                "Collect NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL,NET logs from every rank and re-run analysis.",
+                "Check dmesg for Xid/ECC errors and the IB ports (ibstat, ibv_devinfo) on the hosts involved.",
+                "Enable the flight recorder (TORCH_NCCL_TRACE_BUFFER_SIZE=2000, "
+                "TORCH_NCCL_DUMP_ON_TIMEOUT=1) to see which ranks completed which collectives.",
+            ),
+        )
+
+    @staticmethod
+    def _silent_ranks(index: EvidenceIndex, reporting: set[int]) -> list[int]:
+        """Ranks that wrote to the same launcher log but did not time out while the others did."""
+        if len(reporting) < 2:
+            return []
+        seen = {e.origin.rank for e in index.torch if e.origin.rank is not None}
+        world = index.world_size
+        if world is not None:
+            seen |= set(range(world)) if len(reporting) >= world - max(1, world // 8) else set()
+        candidates = sorted(seen - reporting)
+        # Only when the silent ranks are a clear minority does silence point at them.
+        return candidates if 0 < len(candidates) * 2 < len(reporting) else []
+
+    def _laggards(
+        self,
+        index: EvidenceIndex,
+        group: list[WatchdogTimeout],
+        progress: list[WatchdogProgress],
+        missing: list[int],
+        seq: int,
+        op_type: str,
+        ranks: list[int],
+    ) -> Finding:
+        hosts: list[str] = []
+        pids: list[int] = []
+        evidence = evidence_of([*group, *progress])
+        for rank in missing:
+            proc = index.proc_of_rank(rank)
+            if proc is not None:
+                hosts += [proc.host] if proc.host else []
+                pids += [proc.pid] if proc.pid is not None else []
+        return Finding(
+            code=MissingCollective.code,
+            name=MissingCollective.name,
+            kind=MissingCollective.kind,
+            severity="critical",
+            title=f"rank(s) {_fmt(missing)} never entered {op_type} SeqNum {seq}; ranks {_fmt(ranks)} timed out in it",
+            detail=(
+                f"The watchdog of ranks {_fmt(ranks)} timed out in {op_type} SeqNum {seq}, but rank(s) "
+                f"{_fmt(missing)} either enqueued less work or reported no timeout at all: they never "
+                "joined the collective."
+            ),
+            ranks=tuple(missing),
+            hosts=tuple(sorted(set(hosts))),
+            pids=tuple(sorted(set(pids))),
+            confidence=0.6,
+            evidence=evidence[0],
+            evidence_total=evidence[1],
+            next_steps=(
+                f"Dump the stacks of rank(s) {_fmt(missing)} (py-spy dump --pid PID) to see where they are.",
+                "Look for an exception, an early exit or rank-dependent control flow on those ranks.",
+            ),
+        )
+
+
+def _fmt(ranks: Iterable[int]) -> str:
+    return format_ranks(ranks) or "?"

@@ -1,0 +1,54 @@
+"""Every rule, in code order; ``explain`` and the engine both read this list."""
+
+from __future__ import annotations
+
+from logsleuth.analysis.rules.base import Rule
+from logsleuth.analysis.rules.collectives import (
+    CollectiveMismatch,
+    CollectiveTimeout,
+    MissingCollective,
+)
+from logsleuth.analysis.rules.config import NcclVersionMismatch, SocketFallback
+from logsleuth.analysis.rules.failures import (
+    BootstrapFailure,
+    CudaError,
+    DuplicateGpu,
+    IbCompletionError,
+    ProcessDied,
+    RemoteClosed,
+    ShmExhausted,
+)
+from logsleuth.analysis.rules.stacks import InitStall, NonCollectiveStall
+from logsleuth.analysis.rules.watchdog import WatchdogStuck
+
+RULES: tuple[type[Rule], ...] = tuple(
+    sorted(
+        (
+            MissingCollective,
+            CollectiveMismatch,
+            CollectiveTimeout,
+            NonCollectiveStall,
+            InitStall,
+            BootstrapFailure,
+            IbCompletionError,
+            RemoteClosed,
+            ProcessDied,
+            DuplicateGpu,
+            ShmExhausted,
+            CudaError,
+            NcclVersionMismatch,
+            SocketFallback,
+            WatchdogStuck,
+        ),
+        key=lambda r: r.code,
+    )
+)
+
+
+def rule_by_code(code: str) -> type[Rule] | None:
+    """Return the rule with ``code`` (case-insensitive) or dotted ``name``, or None."""
+    wanted = code.strip().upper()
+    for rule in RULES:
+        if rule.code == wanted or rule.name == code.strip().lower():
+            return rule
+    return None

@@ -1,0 +1,230 @@
+"""Rules that read where each rank's main thread is (py-spy / faulthandler dumps)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from logsleuth.analysis.index import EvidenceIndex
+from logsleuth.analysis.rules.base import Rule
+from logsleuth.analysis.stacks import ProcStack, build_stack_classes, process_role
+from logsleuth.model.diagnosis import Finding, StackClass
+from logsleuth.model.ranks import format_ranks, parse_ranks
+from logsleuth.model.stacks import StackDump
+
+STALLED = ("data-loading", "lock", "io", "sleep", "compute")
+"""Categories in which a rank holds the others up when they wait in a collective."""
+
+_CATEGORY_WORDS = {
+    "data-loading": "in data loading",
+    "lock": "waiting on a lock",
+    "io": "in file or network I/O",
+    "sleep": "sleeping",
+    "compute": "in compute / CUDA synchronisation",
+    "init": "in process-group initialization",
+}
+
+
+def proc_stacks(index: EvidenceIndex) -> list[ProcStack]:
+    """Pair each stack dump with the rank and host of its process (one dump per process)."""
+    latest: dict[tuple[int | None, str | None, int | None], ProcStack] = {}
+    for dump in index.dumps:
+        if process_role(dump) != "rank":
+            continue  # data-loader workers, the torchrun agent, helpers: not ranks
+        pid = dump.pid if dump.pid is not None else dump.origin.pid
+        host = dump.origin.host
+        rank = dump.origin.rank
+        if rank is None:
+            rank = index.rank_of(host, pid)
+        if rank is None and pid is not None:
+            proc = index.procs.get((host, pid))
+            rank = proc.rank if proc else None
+        if host is None and rank is not None:
+            known = index.proc_of_rank(rank)
+            host = known.host if known else None
+        key = (rank, host, pid) if rank is None else (rank, None, None)
+        latest[key] = ProcStack(rank=rank, host=host, pid=pid, dump=dump)
+    return sorted(latest.values(), key=lambda p: (p.rank is None, p.rank or 0, p.pid or 0))
+
+
+def _dumps_for(procs: Sequence[ProcStack], cls: StackClass) -> list[StackDump]:
+    ranks = set(parse_ranks(cls.ranks)) if cls.ranks else set()
+    pids = set(cls.pids)
+    return [p.dump for p in procs if (p.rank is not None and p.rank in ranks) or (p.pid in pids)]
+
+
+class NonCollectiveStall(Rule):
+    """A rank is stuck outside communication while the others wait for it in a collective.
+
+    Symptom:
+        Stack dumps show most ranks' main threads inside a torch.distributed collective
+        (``all_reduce``, ``barrier``, ...) and one or a few ranks somewhere else: in the
+        DataLoader, a lock, file I/O, ``time.sleep``, or compute. When no rank is in a
+        collective at all, the process is stuck in that place on its own.
+
+    Likely causes:
+        A data-loader worker that hangs or died (NFS, a corrupt sample, a deadlock in a
+        worker), a stale lock file (``FileBaton`` from a killed JIT build), slow or hung
+        storage, a rank-dependent ``sleep``/poll loop, a CUDA kernel that never ends.
+
+    What to check:
+        The culprit's full stack with all threads (``py-spy dump --pid PID``), its data
+        loader workers (``py-spy dump --subprocesses``), the file or lock named in the
+        innermost frames, and storage health on its host.
+    """
+
+    code = "LS104"
+    name = "stacks.non_collective"
+    kind = "non-collective-stall"
+
+    def check(self, index: EvidenceIndex) -> Iterable[Finding]:
+        procs = proc_stacks(index)
+        if not procs:
+            return
+        classes = build_stack_classes(procs)
+        waiting = [c for c in classes if c.category == "collective"]
+        stalled = [c for c in classes if c.category in STALLED]
+        if not stalled:
+            return
+        n_wait = sum(c.count for c in waiting)
+        n_stalled = sum(c.count for c in stalled)
+        for cls in stalled:
+            if cls.category == "compute" and not waiting:
+                continue  # one snapshot of a process computing is not a stall on its own
+            dumps = _dumps_for(procs, cls)
+            ranks = sorted(parse_ranks(cls.ranks)) if cls.ranks else []
+            where = _CATEGORY_WORDS.get(cls.category, cls.category)
+            site = f" at {cls.call_site}" if cls.call_site else ""
+            who = (
+                f"rank {cls.ranks}"
+                if ranks and len(ranks) == 1
+                else (f"ranks {cls.ranks}" if ranks else f"pid {', '.join(map(str, cls.pids))}")
+            )
+            if waiting:
+                collectives = sorted({c.collective or "a collective" for c in waiting})
+                title = f"{who} is stuck {where}{site} while {n_wait} rank(s) wait in {', '.join(collectives)}"
+                detail = (
+                    f"{n_wait} rank(s) are blocked in {', '.join(collectives)} and {who} is not in any "
+                    f"collective: its main thread is {where}{site}. The others wait for it."
+                )
+                confidence = 0.9 if n_wait >= n_stalled else 0.6
+            else:
+                title = f"{who} is stuck {where}{site}; no rank is in a collective"
+                detail = (
+                    f"The main thread of {who} is {where}{site}, and no dumped process is inside "
+                    "torch.distributed or NCCL: this is not a communication hang."
+                )
+                confidence = 0.7
+            top = cls.frames[0] if cls.frames else "?"
+            yield self.finding(
+                severity="critical",
+                title=title,
+                detail=detail + f" Innermost frame: {top}.",
+                events=dumps,
+                ranks=ranks,
+                hosts=cls.hosts,
+                pids=cls.pids,
+                confidence=confidence,
+                next_steps=_next_steps(cls),
+            )
+
+
+def _next_steps(cls: StackClass) -> tuple[str, ...]:
+    pid = cls.pids[0] if cls.pids else "PID"
+    common = f"Dump every thread of the culprit again a few seconds later: py-spy dump --pid {pid} (does it move?)."
+    if cls.category == "data-loading":
+        return (
+            f"Dump the DataLoader workers too: py-spy dump --subprocesses --pid {pid}; a worker "
+            "stuck in I/O or dead (killed by the OOM killer) stalls the loader.",
+            "Check the storage the dataset is on from that host, and dmesg for killed workers.",
+            "Set a DataLoader timeout= so a stuck worker raises instead of hanging the job.",
+        )
+    if cls.category == "lock":
+        return (
+            "Find who holds the lock named in the innermost frames; for torch_extensions "
+            "FileBaton waits, delete the stale 'lock' file under ~/.cache/torch_extensions/<op>/.",
+            common,
+        )
+    if cls.category == "io":
+        return (
+            "Check the file system or endpoint named in the innermost frames from that host.",
+            common,
+        )
+    return (common, "Read the culprit's call site and the code just before it.")
+
+
+class InitStall(Rule):
+    """Some ranks never completed communicator initialization while others did.
+
+    Symptom:
+        ``Init START`` without ``Init COMPLETE`` on some ranks of a communicator while
+        others completed, or stacks of some ranks inside ``init_process_group`` /
+        rendezvous while the rest are already in collectives.
+
+    Likely causes:
+        A rank that started late or is stuck before init (data preparation, a lock), a
+        bootstrap connection that cannot be made, mismatched ``world_size``/``MASTER_ADDR``
+        between ranks, a rank that crashed during init.
+
+    What to check:
+        The stacks and logs of the incomplete ranks; ``MASTER_ADDR``/``MASTER_PORT``,
+        ``WORLD_SIZE`` and ``RANK`` on every node; ``NCCL_DEBUG=INFO`` bootstrap lines.
+    """
+
+    code = "LS105"
+    name = "init.stall"
+    kind = "init-stall"
+
+    def check(self, index: EvidenceIndex) -> Iterable[Finding]:
+        for key in sorted(index.comms):
+            state = index.comms[key]
+            if not state.completed:
+                continue
+            stuck = sorted(set(state.started) - set(state.completed))
+            if not stuck:
+                continue
+            events = [state.started[r] for r in stuck]
+            yield self.finding(
+                severity="critical",
+                title=f"ranks {_fmt(stuck)} started but never completed init of comm {key}",
+                detail=(
+                    f"{len(state.completed)} rank(s) of communicator {key} reached Init COMPLETE; "
+                    f"rank(s) {_fmt(stuck)} logged Init START and nothing after it."
+                ),
+                events=events,
+                ranks=stuck,
+                hosts=sorted({e.origin.host for e in events if e.origin.host}),
+                pids=sorted({e.origin.pid for e in events if e.origin.pid is not None}),
+                communicator=key,
+                confidence=0.7,
+                next_steps=(
+                    "Dump the stacks of those ranks (py-spy dump --pid PID).",
+                    "Check their bootstrap lines (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,NET) "
+                    "and NCCL_SOCKET_IFNAME on their hosts.",
+                ),
+            )
+        procs = proc_stacks(index)
+        if not procs:
+            return
+        classes = build_stack_classes(procs)
+        in_init = [c for c in classes if c.category == "init"]
+        others = [c for c in classes if c.category == "collective"]
+        if in_init and others:
+            for cls in in_init:
+                yield self.finding(
+                    severity="critical",
+                    title=f"ranks {cls.ranks or cls.pids} are still initializing while others run collectives",
+                    detail=f"Main thread in process-group initialization at {cls.call_site or cls.frames[0]}.",
+                    events=_dumps_for(procs, cls),
+                    ranks=parse_ranks(cls.ranks) if cls.ranks else (),
+                    hosts=cls.hosts,
+                    pids=cls.pids,
+                    confidence=0.7,
+                    next_steps=(
+                        "Check MASTER_ADDR/MASTER_PORT, WORLD_SIZE and RANK on those ranks.",
+                        "Dump their stacks again to see whether rendezvous progresses.",
+                    ),
+                )
+
+
+def _fmt(ranks: Iterable[int]) -> str:
+    return format_ranks(ranks)
