@@ -1,0 +1,242 @@
+"""Wording and grouping that the text and HTML reports share, so they tell the same story."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from typing import cast
+
+from logsleuth.model.diagnosis import SEVERITIES, Diagnosis, Finding, RankView
+from logsleuth.model.ranks import format_ranks
+
+LIST_LIMIT = 6
+"""How many hosts or pids a one-line summary names before it says ``+N more``."""
+
+SECTION_HELP = {
+    "verdict": (
+        "The most likely root cause, with the process to look at first; everything below "
+        "is the evidence for it."
+    ),
+    "evidence": (
+        "The input lines that support the verdict, quoted exactly as they appear in the "
+        "files so that you can find them again."
+    ),
+    "findings": (
+        "Everything the rules noticed, grouped by kind; critical and error findings explain "
+        "a failure, warning and info findings are worth fixing but did not stop the job."
+    ),
+    "ranks": (
+        "A rank is one process of the training job (usually one per GPU); this table shows "
+        "where each one was when its logs end."
+    ),
+    "stacks": (
+        "Ranks whose Python call stacks are identical are grouped together; a small group "
+        "that differs from the rest is usually where the problem is."
+    ),
+    "communicators": (
+        "A communicator is a group of ranks that NCCL (NVIDIA's GPU communication library) "
+        "runs collective operations on; every member must issue the same operations in the "
+        "same order, or the others wait forever."
+    ),
+    "inputs": (
+        "Every input line is accounted for: recognized lines became events, unrecognized "
+        "lines were read but not understood, blank lines carried nothing."
+    ),
+    "gaps": (
+        "What the evidence does not cover; each gap limits how sure the verdict can be and "
+        "says what to collect next time."
+    ),
+}
+"""One sentence per report section for readers who do not know NCCL."""
+
+
+_CONTROL_CHARS = (
+    *(c for c in range(0x20) if c not in (0x09, 0x0A)),
+    0x7F,
+    *range(0x80, 0xA0),
+    # Bidirectional overrides can make a quoted line read differently from its bytes.
+    *range(0x202A, 0x202F),
+    *range(0x2066, 0x206A),
+)
+_VISIBLE_CONTROLS = {c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}" for c in _CONTROL_CHARS}
+
+
+def _scrub(value: object) -> object:
+    if isinstance(value, str):
+        return value.translate(_VISIBLE_CONTROLS)
+    if isinstance(value, tuple):
+        return tuple(_scrub(item) for item in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {f.name: _scrub(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return dataclasses.replace(value, **changes)
+    return value
+
+
+def scrub_controls(d: Diagnosis) -> Diagnosis:
+    """Return ``d`` with control characters in every string shown as ``\\xNN`` escapes.
+
+    Quoted log lines reach a terminal or a page verbatim; an escape sequence in a log must
+    not recolour, retitle or rewrite the reader's terminal, and must stay visible as evidence.
+    """
+    return cast(Diagnosis, _scrub(d))
+
+
+def format_confidence(value: float) -> str:
+    """Format a confidence as the two decimals the JSON carries."""
+    return f"{value:.2f}"
+
+
+def confidence_word(value: float) -> str:
+    """Say how sure a confidence is in a word: ``high``, ``medium`` or ``low``."""
+    if value >= 0.8:
+        return "high"
+    if value >= 0.5:
+        return "medium"
+    return "low"
+
+
+def severity_rank(severity: str) -> int:
+    """Return the position of ``severity`` in :data:`SEVERITIES` (-1 when unknown)."""
+    return SEVERITIES.index(severity) if severity in SEVERITIES else -1
+
+
+def primary_finding(d: Diagnosis) -> Finding | None:
+    """Return the finding the verdict restates, or ``None`` for a verdict without one.
+
+    The verdict names its rule by code; the kind disambiguates a rule that fired twice.
+    """
+    if d.verdict.code is None:
+        return None
+    for finding in d.findings:
+        if finding.code == d.verdict.code and finding.kind == d.verdict.kind:
+            return finding
+    for finding in d.findings:
+        if finding.code == d.verdict.code:
+            return finding
+    return None
+
+
+def group_findings(findings: Iterable[Finding]) -> list[tuple[str, list[Finding]]]:
+    """Group findings by kind, the most severe group first, ties in order of appearance."""
+    groups: dict[str, list[Finding]] = {}
+    for finding in findings:
+        groups.setdefault(finding.kind, []).append(finding)
+    order = {kind: i for i, kind in enumerate(groups)}
+    return sorted(
+        groups.items(),
+        key=lambda item: (-max(severity_rank(f.severity) for f in item[1]), order[item[0]]),
+    )
+
+
+def name_list(values: Sequence[object], limit: int = LIST_LIMIT) -> str:
+    """Join values with commas, naming at most ``limit`` of them."""
+    shown = ", ".join(str(v) for v in values[:limit])
+    extra = len(values) - limit
+    return f"{shown} +{extra} more" if extra > 0 else shown
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """Return ``noun`` for one, else ``many`` (default: ``noun`` with an ``s``)."""
+    if count == 1:
+        return noun
+    return many if many is not None else f"{noun}s"
+
+
+def who(ranks: Sequence[int], hosts: Sequence[str], pids: Sequence[int]) -> str:
+    """Describe processes compactly: ``rank 5 on node-b (pid 4105)``, ``ranks 0-4,6-7 on 2 hosts``.
+
+    Returns an empty string when nothing is known.
+    """
+    parts: list[str] = []
+    unique_ranks = sorted(set(ranks))
+    unique_hosts = sorted(set(hosts))
+    unique_pids = sorted(set(pids))
+    if unique_ranks:
+        parts.append(f"{plural(len(unique_ranks), 'rank')} {format_ranks(unique_ranks)}")
+    if unique_hosts:
+        if len(unique_hosts) > LIST_LIMIT:
+            parts.append(f"on {len(unique_hosts)} hosts")
+        else:
+            parts.append(f"on {', '.join(unique_hosts)}")
+    # Pids only help when there are few of them; a rank range already says more.
+    if unique_pids and len(unique_pids) <= LIST_LIMIT:
+        parts.append(f"({plural(len(unique_pids), 'pid')} {', '.join(map(str, unique_pids))})")
+    return " ".join(parts)
+
+
+def culprit_parts(d: Diagnosis) -> list[tuple[str, str]]:
+    """Return the verdict's culprits as (label, value) pairs: rank, host, pid."""
+    v = d.verdict
+    parts: list[tuple[str, str]] = []
+    ranks = sorted(set(v.culprit_ranks))
+    hosts = sorted(set(v.culprit_hosts))
+    pids = sorted(set(v.culprit_pids))
+    if ranks:
+        parts.append((plural(len(ranks), "rank"), format_ranks(ranks)))
+    if hosts:
+        parts.append((plural(len(hosts), "host"), name_list(hosts)))
+    if pids:
+        parts.append((plural(len(pids), "pid"), name_list(pids)))
+    return parts
+
+
+def culprit_views(d: Diagnosis) -> list[RankView]:
+    """Return the processes the verdict blames: by rank, else by pid (on the named hosts)."""
+    v = d.verdict
+    ranks, hosts, pids = set(v.culprit_ranks), set(v.culprit_hosts), set(v.culprit_pids)
+    if ranks:
+        return [r for r in d.ranks if r.rank in ranks]
+    # Without a known rank, a pid is only unique together with its host.
+    return [r for r in d.ranks if r.pid in pids and (not hosts or r.host in hosts)]
+
+
+def evidence_note(finding: Finding) -> str:
+    """Say how many supporting lines were cut, or nothing when all are shown."""
+    total = max(finding.evidence_total, len(finding.evidence))
+    if total > len(finding.evidence):
+        return f"showing {len(finding.evidence)} of {total} supporting lines"
+    return ""
+
+
+def job_summary(d: Diagnosis) -> str:
+    """Summarize the job in one line: world size, hosts, versions, launcher."""
+    job = d.job
+    parts: list[str] = []
+    if job.world_size is not None:
+        parts.append(f"{job.world_size} {plural(job.world_size, 'rank')}")
+    if job.hosts:
+        hosts = sorted(set(job.hosts))
+        parts.append(f"{len(hosts)} {plural(len(hosts), 'host')} ({name_list(hosts)})")
+    if job.nccl_versions:
+        versions = sorted({version for version, _, _ in job.nccl_versions})
+        parts.append(f"NCCL {', '.join(versions)}")
+    if job.torch_version:
+        parts.append(f"torch {job.torch_version}")
+    if job.launcher:
+        parts.append(f"launched by {job.launcher}")
+    return "; ".join(parts)
+
+
+def nccl_version_rows(d: Diagnosis) -> list[tuple[str, str, str]]:
+    """Return (version, rank range, hosts) per NCCL version, for a mismatch at a glance."""
+    return [
+        (version, format_ranks(ranks), name_list(sorted(set(hosts))))
+        for version, ranks, hosts in sorted(d.job.nccl_versions)
+    ]
+
+
+def last_ops(groups: Iterable[tuple[str, int, str]]) -> str:
+    """Describe a communicator's progress groups: ``0-4,6-7 at AllReduce #412 (0x19c)``.
+
+    NCCL logs opCount in hex, so the hex form is shown too for searching the logs.
+    """
+    parts = []
+    for ranks, op_count, collective in groups:
+        name = f"{collective} " if collective else ""
+        parts.append(f"{ranks} at {name}#{op_count} ({op_count:#x})")
+    return "; ".join(parts)
+
+
+def transports(pairs: Iterable[tuple[str, int]]) -> str:
+    """Describe transports with their connection counts: ``NET/IB 16, P2P/IPC 24``."""
+    return ", ".join(f"{name} {count}" for name, count in sorted(pairs))

@@ -1,0 +1,166 @@
+"""Render a diagnosis as the ``logsleuth.diagnosis/1`` JSON document of CONTRACT section 3."""
+
+from __future__ import annotations
+
+import json
+
+from logsleuth.model.diagnosis import (
+    CommunicatorView,
+    Diagnosis,
+    Finding,
+    InputView,
+    JobView,
+    RankView,
+    StackClass,
+    Verdict,
+)
+
+SCHEMA = "logsleuth.diagnosis/1"
+GENERATOR = "logsleuth"
+
+
+def _confidence(value: float) -> float:
+    # Two decimals: more digits would suggest a precision the rules do not have, and
+    # rounding keeps the output stable across float noise in the scoring arithmetic.
+    return round(value, 2)
+
+
+def _verdict(v: Verdict) -> dict[str, object]:
+    return {
+        "kind": v.kind,
+        "summary": v.summary,
+        "code": v.code,
+        "culprit_ranks": sorted(set(v.culprit_ranks)),
+        "culprit_hosts": sorted(set(v.culprit_hosts)),
+        "culprit_pids": sorted(set(v.culprit_pids)),
+        "confidence": _confidence(v.confidence),
+    }
+
+
+def _finding(f: Finding) -> dict[str, object]:
+    return {
+        "code": f.code,
+        "name": f.name,
+        "kind": f.kind,
+        "severity": f.severity,
+        "title": f.title,
+        "detail": f.detail,
+        "ranks": sorted(set(f.ranks)),
+        "hosts": sorted(set(f.hosts)),
+        "pids": sorted(set(f.pids)),
+        "communicator": f.communicator,
+        "confidence": _confidence(f.confidence),
+        # Evidence stays in the rule's order: strongest line first.
+        "evidence": [{"source": e.source, "line": e.line, "text": e.text} for e in f.evidence],
+        "evidence_total": max(f.evidence_total, len(f.evidence)),
+        "next_steps": list(f.next_steps),
+    }
+
+
+def _job(j: JobView) -> dict[str, object]:
+    versions = sorted(j.nccl_versions)
+    return {
+        "world_size": j.world_size,
+        "hosts": sorted(set(j.hosts)),
+        "nccl_versions": {version: sorted(set(ranks)) for version, ranks, _ in versions},
+        "nccl_version_hosts": {version: sorted(set(hosts)) for version, _, hosts in versions},
+        "torch_version": j.torch_version,
+        "launcher": j.launcher,
+        "time_range": list(j.time_range) if j.time_range is not None else None,
+    }
+
+
+def _communicator(c: CommunicatorView) -> dict[str, object]:
+    return {
+        "id": c.id,
+        "nranks": c.nranks,
+        "ranks_seen": c.ranks_seen,
+        "init_complete": c.init_complete,
+        "init_missing": c.init_missing,
+        "hosts": sorted(set(c.hosts)),
+        "aborted": c.aborted,
+        "last_op_counts": [
+            {"ranks": ranks, "op_count": op_count, "collective": collective}
+            for ranks, op_count, collective in c.last_op_counts
+        ],
+        "channels": c.channels,
+        "transports": {name: count for name, count in sorted(c.transports)},
+    }
+
+
+def _stack_class(s: StackClass) -> dict[str, object]:
+    return {
+        "ranks": s.ranks,
+        "count": s.count,
+        "frames": list(s.frames),
+        "category": s.category,
+        "call_site": s.call_site,
+        "collective": s.collective,
+        "pids": sorted(set(s.pids)),
+        "hosts": sorted(set(s.hosts)),
+    }
+
+
+def _rank(r: RankView) -> dict[str, object]:
+    return {
+        "rank": r.rank,
+        "host": r.host,
+        "pid": r.pid,
+        "devices": list(r.devices),
+        "bus_ids": list(r.bus_ids),
+        "nccl_version": r.nccl_version,
+        "sources": list(r.sources),
+        "last_collective": r.last_collective,
+        "state": r.state,
+        "first_error": r.first_error,
+    }
+
+
+def _input(i: InputView) -> dict[str, object]:
+    return {
+        "source": i.source,
+        "kind": i.kind,
+        "lines": i.lines,
+        "recognized": i.recognized,
+        "unrecognized": i.unrecognized,
+        "blank": i.blank,
+        "error": i.error,
+    }
+
+
+def build_json(d: Diagnosis) -> dict[str, object]:
+    """Build the diagnosis document as plain JSON values.
+
+    Record lists (findings, communicators, stack classes, ranks, inputs) keep the order the
+    analysis gave them, which is deterministic and meaningful (most severe first); lists
+    that are sets (ranks, hosts, pids) are sorted.
+    """
+    return {
+        "schema": SCHEMA,
+        "generator": {"name": GENERATOR, "version": d.version},
+        "verdict": _verdict(d.verdict),
+        "findings": [_finding(f) for f in d.findings],
+        "job": _job(d.job),
+        "communicators": [_communicator(c) for c in d.communicators],
+        "stacks": {"classes": [_stack_class(s) for s in d.stack_classes]},
+        "ranks": [_rank(r) for r in d.ranks],
+        "inputs": [_input(i) for i in d.inputs],
+        "gaps": list(d.gaps),
+    }
+
+
+def dumps_canonical(value: object, *, indent: int | None = 2) -> str:
+    """Serialize JSON values with sorted keys and ASCII-only output; compact without indent.
+
+    ASCII escapes keep the bytes identical whatever the locale of the terminal or file,
+    and survive undecodable log bytes that were carried through as surrogates.
+    """
+    separators = (",", ": ") if indent is not None else (",", ":")
+    return json.dumps(
+        value, indent=indent, separators=separators, sort_keys=True, ensure_ascii=True
+    )
+
+
+def render_json(d: Diagnosis) -> str:
+    """Render the diagnosis as indented, key-sorted JSON ending in a newline."""
+    return dumps_canonical(build_json(d)) + "\n"
