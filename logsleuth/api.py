@@ -1,0 +1,70 @@
+"""Wire the stages: inputs -> events -> diagnosis. No printing, no exiting."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from logsleuth import __version__
+from logsleuth.analysis.diagnose import diagnose
+from logsleuth.errors import InputError
+from logsleuth.model.base import Event, InputSummary
+from logsleuth.model.diagnosis import Diagnosis
+from logsleuth.parse.discover import Problem, discover
+from logsleuth.parse.dispatch import read_input
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """A diagnosis and the inputs that could not be read (one line each)."""
+
+    diagnosis: Diagnosis
+    problems: tuple[Problem, ...]
+
+
+def analyze(paths: Sequence[str], stdin: BinaryIO | None = None) -> Analysis:
+    """Analyse the given paths (files, directories, ``.gz``, ``-``).
+
+    Raises:
+        InputError: no input could be analysed at all; the message names the path(s) and why.
+    """
+    sources, problems = discover(paths, stdin=stdin)
+    events: list[Event] = []
+    summaries: list[InputSummary] = []
+    usable = 0
+    for source in sources:
+        try:
+            result = read_input(source)
+        except InputError as exc:
+            problems.append(Problem(source.name, exc.reason))
+            summaries.append(
+                InputSummary(
+                    source=source.name,
+                    kind="unreadable",
+                    lines=0,
+                    recognized=0,
+                    unrecognized=0,
+                    blank=0,
+                    error=exc.reason,
+                )
+            )
+            continue
+        summaries.append(result.summary)
+        events.extend(result.events)
+        if result.summary.recognized:
+            usable += 1
+        else:
+            problems.append(
+                Problem(source.name, "no line was recognized as a log or stack dump line")
+            )
+    if not usable:
+        if len(problems) == 1:
+            raise InputError(problems[0].name, problems[0].reason)
+        if not problems:
+            raise InputError("<input>", "no input paths were given")
+        reasons = "; ".join(f"{p.name}: {p.reason}" for p in problems[:4])
+        more = f" (and {len(problems) - 4} more)" if len(problems) > 4 else ""
+        raise InputError("no analysable input", reasons + more)
+    diagnosis = diagnose(events, summaries, __version__)
+    return Analysis(diagnosis=diagnosis, problems=tuple(problems))

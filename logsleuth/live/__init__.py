@@ -1,0 +1,1 @@
+"""Launch a job, watch it, capture stacks, write a bundle. Never analyses."""
