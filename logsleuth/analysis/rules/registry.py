@@ -9,15 +9,9 @@ from logsleuth.analysis.rules.collectives import (
     MissingCollective,
 )
 from logsleuth.analysis.rules.config import NcclVersionMismatch, SocketFallback
-from logsleuth.analysis.rules.failures import (
-    BootstrapFailure,
-    CudaError,
-    DuplicateGpu,
-    IbCompletionError,
-    ProcessDied,
-    RemoteClosed,
-    ShmExhausted,
-)
+from logsleuth.analysis.rules.gpu import CudaError, DuplicateGpu, ShmExhausted
+from logsleuth.analysis.rules.network import BootstrapFailure, IbCompletionError, RemoteClosed
+from logsleuth.analysis.rules.process import ProcessDied
 from logsleuth.analysis.rules.stacks import InitStall, NonCollectiveStall
 from logsleuth.analysis.rules.watchdog import WatchdogStuck
 

@@ -1,0 +1,247 @@
+"""Rules about reaching peers: bootstrap connects, IB/RoCE completions, closed connections."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+
+from logsleuth.analysis.index import EvidenceIndex, Stream
+from logsleuth.analysis.rules.base import Rule, culprits, describe
+from logsleuth.analysis.rules.streams import first_by_time, stream_of, traces_of
+from logsleuth.model.base import Event
+from logsleuth.model.diagnosis import Finding
+from logsleuth.model.torch import WatchdogError
+
+_ADDRESS = re.compile(r"(\d{1,3}(?:\.\d{1,3}){3}|\[?[0-9a-fA-F:]+:[0-9a-fA-F:%\w]*\]?)<(\d+)>")
+_REMOTE = re.compile(
+    r"remote process exited|Broken pipe|Connection reset by peer|Connection closed by remote"
+    r"|peer closed|socketProgress|Call to recv from",
+    re.IGNORECASE,
+)
+
+
+class BootstrapFailure(Rule):
+    """Ranks cannot reach each other or the bootstrap root while creating a communicator.
+
+    Symptom:
+        ``NCCL WARN ... Connect to 10.0.0.1<1234> failed : Connection refused`` (or timed
+        out, no route) with back-traces through ``bootstrap.cc`` and ``init.cc``; ``Call to
+        connect returned Connection refused, retrying`` lines before it.
+
+    Likely causes:
+        The root's address is wrong or stale (a reused ``file://`` rendezvous file, wrong
+        ``MASTER_ADDR``), a firewall between nodes, NCCL choosing an interface other ranks
+        cannot reach (docker0, a second NIC), the root process already gone.
+
+    What to check:
+        That the address named is one of the job's hosts (``ip addr`` on each node); pin
+        the interface with ``NCCL_SOCKET_IFNAME``; delete stale rendezvous files; test
+        connectivity (``nc -zv ADDR PORT``) between the nodes.
+    """
+
+    code = "LS201"
+    name = "bootstrap.connect"
+    kind = "bootstrap-failure"
+
+    def check(self, index: EvidenceIndex) -> Iterable[Finding]:
+        completed = {
+            (i.origin.host, i.origin.pid)
+            for c in index.comms.values()
+            for i in c.completed.values()
+        }
+        failing: dict[Stream, list[Event]] = defaultdict(list)
+        targets: dict[Stream, set[str]] = defaultdict(set)
+        for warn in index.warns:
+            if warn.family != "socket":
+                continue
+            text = warn.message
+            if not re.search(r"connect", text, re.IGNORECASE):
+                continue
+            stream = stream_of(warn)
+            traces = traces_of(index, stream)
+            in_bootstrap = any("bootstrap" in t.file for t in traces) or stream not in completed
+            if not in_bootstrap:
+                continue
+            failing[stream].append(warn)
+            failing[stream].extend(t for t in traces if "bootstrap" in t.file or "init" in t.file)
+            for m in _ADDRESS.finditer(text):
+                targets[stream].add(f"{m.group(1)}:{m.group(2)}")
+        retries: dict[Stream, list[Event]] = defaultdict(list)
+        for note in (e for e in index.notes if e.topic == "connect-retry"):
+            retries[stream_of(note)].append(note)
+        for stream, notes in retries.items():
+            if stream not in failing:
+                failing[stream].extend(notes)
+        if not failing:
+            return
+        streams = sorted(failing, key=str)
+        ranks, hosts, pids = culprits(index, streams)
+        addresses = sorted({a for s in streams for a in targets[s]})
+        events = [e for s in streams for e in failing[s]]
+        yield self.finding(
+            severity="critical",
+            title=(
+                f"{describe(index, streams)} cannot reach "
+                + (", ".join(addresses) if addresses else "its peers")
+                + " during communicator bootstrap"
+            ),
+            detail=(
+                f"Connecting to {', '.join(addresses) or 'the bootstrap root'} failed on "
+                f"{describe(index, streams)} while creating the communicator (bootstrap); init "
+                "never completes. Check that the address belongs to a live rank 0 of this job."
+            ),
+            events=events,
+            ranks=ranks,
+            hosts=hosts,
+            pids=pids,
+            confidence=0.85,
+            next_steps=(
+                f"Check that {addresses[0] if addresses else 'the address'} is one of this job's "
+                "hosts (ip addr on each node); a stale file:// rendezvous file or a wrong "
+                "MASTER_ADDR points ranks at a machine that is not in the job.",
+                "Pin the interface with NCCL_SOCKET_IFNAME (e.g. =eth0 or =^lo,docker) and test "
+                "connectivity with nc -zv ADDR PORT between the nodes; look for firewalls.",
+                "Make sure rank 0 is still alive when the others connect (its log and exit code).",
+            ),
+        )
+
+
+class IbCompletionError(Rule):
+    """An InfiniBand/RoCE work completion failed; later errors on that connection are its cascade.
+
+    Symptom:
+        ``NET/IB : Got completion from peer X with status=12 ... vendor err 129`` (retry
+        exceeded) or other non-zero status, usually followed by many ``status=5`` (work
+        request flushed) completions and ``-> 6`` back-traces.
+
+    Likely causes:
+        status 12 (transport retry exceeded): the peer's port went down or is unreachable
+        (cable, switch, link flap, RoCE misconfiguration such as a wrong GID index or
+        missing PFC/ECN); status 5 is only the queue pair being flushed after the first error.
+
+    What to check:
+        ``ibstat``/``ibv_devinfo`` port state and counters on both hosts, switch logs, the
+        GID index (``NCCL_IB_GID_INDEX``) and that RoCE traffic class/PFC is consistent;
+        ``ibping``/``ib_write_bw`` between the two GIDs named.
+    """
+
+    code = "LS202"
+    name = "network.ib_completion"
+    kind = "network-error"
+
+    def check(self, index: EvidenceIndex) -> Iterable[Finding]:
+        warns = first_by_time(w for w in index.warns if w.family == "ib-completion")
+        if not warns:
+            return
+        primary = next((w for w in warns if w.field("status") not in ("5", None)), warns[0])
+        cascade = [w for w in warns if w is not primary]
+        flushes = sum(1 for w in cascade if w.field("status") == "5")
+        stream = stream_of(primary)
+        ranks, hosts, pids = culprits(index, [stream])
+        status = primary.field("status") or "?"
+        peer = primary.field("peer")
+        meaning = {
+            "12": "transport retry counter exceeded: the peer stopped answering",
+            "13": "RNR retry counter exceeded",
+            "5": "work request flushed (the queue pair was already in error)",
+            "4": "local protection error",
+            "10": "remote access error",
+        }.get(status, "a verbs completion error")
+        yield self.finding(
+            severity="critical",
+            title=f"IB/RoCE completion error status={status} on {describe(index, [stream])}"
+            + (f" talking to {peer}" if peer else ""),
+            detail=(
+                f"The first failed completion was status={status} ({meaning})"
+                + (
+                    f", vendor err {primary.field('vendor_err')}"
+                    if primary.field("vendor_err")
+                    else ""
+                )
+                + (
+                    f", local GID {primary.field('local_gid')} -> remote GID {primary.field('remote_gid')}"
+                    if primary.field("local_gid")
+                    else ""
+                )
+                + f". {len(cascade)} later completion error(s)"
+                + (f", {flushes} of them status=5 flushes," if flushes else "")
+                + " are the cascade of this one, not separate faults."
+            ),
+            events=[primary, *cascade],
+            ranks=ranks,
+            hosts=hosts,
+            pids=pids,
+            confidence=0.75,
+            next_steps=(
+                f"Check the port state and error counters on both ends (ibstat, ibv_devinfo -v, "
+                f"perfquery) for the NIC used by {describe(index, [stream])} and for peer {peer or 'named'}.",
+                "Test the path between the two GIDs (ib_write_bw / ibping); check switch logs for link flaps.",
+                "For RoCE: verify NCCL_IB_GID_INDEX, the traffic class and PFC/ECN settings are the same everywhere.",
+            ),
+        )
+
+
+class RemoteClosed(Rule):
+    """A rank lost its connection to a peer: the peer process exited or the network dropped.
+
+    Symptom:
+        ``NCCL error: remote process exited or there was a network error`` from the
+        ProcessGroupNCCL watchdog, ``Call to recv from ADDR failed : Broken pipe`` or
+        ``Connection reset by peer``, then ``Abort COMPLETE`` and the process being taken down.
+
+    Likely causes:
+        The peer at the named address died first (exception, OOM kill, segfault, node
+        failure) and this rank is collateral; less often a network failure between them.
+
+    What to check:
+        The logs and exit code of the rank(s) on the peer address first (``dmesg`` for the
+        OOM killer, its traceback), then the network between the two hosts.
+    """
+
+    code = "LS203"
+    name = "network.remote_closed"
+    kind = "process-died"
+
+    def check(self, index: EvidenceIndex) -> Iterable[Finding]:
+        events: list[Event] = []
+        peers: set[str] = set()
+        reporters: set[Stream] = set()
+        report_ranks: set[int] = set()
+        for e in index.torch:
+            if isinstance(e, WatchdogError):
+                text = f"{e.reason} {e.detail or ''}"
+                if _REMOTE.search(text):
+                    events.append(e)
+                    if e.rank is not None:
+                        report_ranks.add(e.rank)
+                    peers.update(f"{m.group(1)}" for m in _ADDRESS.finditer(text))
+        for warn in index.warns:
+            if warn.family in ("socket", "proxy") and _REMOTE.search(warn.message):
+                events.append(warn)
+                reporters.add(stream_of(warn))
+                peers.update(m.group(1) for m in _ADDRESS.finditer(warn.message))
+        if not events:
+            return
+        ranks = culprits(index, sorted(reporters, key=str))[0]
+        ranks = sorted(set(ranks) | report_ranks)
+        peer_text = ", ".join(sorted(peers)) or "a peer"
+        yield self.finding(
+            severity="error",
+            title=f"connection to {peer_text} was closed: the peer process exited or the network dropped",
+            detail=(
+                f"Rank(s) {', '.join(map(str, ranks)) or '?'} lost the connection to {peer_text} "
+                "(broken pipe / connection reset / remote error). The process at that address most "
+                "likely died first; the aborts and watchdog teardown that follow are consequences."
+            ),
+            events=events,
+            ranks=[],
+            hosts=sorted(peers),
+            pids=[],
+            confidence=0.5,
+            next_steps=(
+                f"Read the logs of the rank(s) running on {peer_text} first: a traceback, an OOM "
+                "kill (dmesg | grep -i kill) or a segfault there is the real cause.",
+                "If that process was healthy, check the network between the two hosts.",
+            ),
+        )

@@ -1,0 +1,141 @@
+"""Rules about processes that died: exceptions, signals, exits, and their aftermath."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from logsleuth.analysis.index import EvidenceIndex
+from logsleuth.analysis.rules.base import Rule
+from logsleuth.model.diagnosis import Finding
+from logsleuth.model.torch import PythonTraceback, WatchdogError, WatchdogTimeout
+
+
+class ProcessDied(Rule):
+    """A rank raised an exception, crashed or was killed; the others failed or hung after it.
+
+    Symptom:
+        A Python traceback on one rank, torchrun's failure summary with a non-zero exit
+        code or a signal (``exitcode: -9 (pid: N)``, ``Signal 9 (SIGKILL)``), and peers
+        that then time out or lose connections.
+
+    Likely causes:
+        An exception in user code on one rank, host OOM killer (SIGKILL), a segfault in an
+        extension, a node failure. torchrun's "Root Cause" is the first failure it
+        *observed*, which after a hang is often the process it killed, not the cause.
+
+    What to check:
+        The traceback of the first failing rank; ``dmesg`` for the OOM killer; whether the
+        signal came from torchrun itself (SIGTERM to the survivors) or from outside.
+    """
+
+    code = "LS204"
+    name = "process.died"
+    kind = "process-died"
+
+    def check(self, index: EvidenceIndex) -> Iterable[Finding]:
+        tracebacks = [
+            e for e in index.torch if isinstance(e, PythonTraceback) and e.rank is not None
+        ]
+        tracebacks = [t for t in tracebacks if not _benign_exception(t.exc_type, t.exc_message)]
+        failures = [f for f in index.failures if f.exitcode not in (None, 0)]
+        if not tracebacks and not failures:
+            return
+        if tracebacks:
+            first = tracebacks[0]
+            if all(t.origin.time is not None for t in tracebacks):
+                first = min(tracebacks, key=lambda t: (t.origin.time or 0.0, t.ref.line))
+            rank = first.rank
+            assert rank is not None
+            proc = index.proc_of_rank(rank)
+            where = first.frames[-1] if first.frames else None
+            yield self.finding(
+                severity="critical",
+                title=f"rank {rank} raised {first.exc_type or 'an exception'}"
+                + (f" at {where[2]} ({where[0]}:{where[1]})" if where else ""),
+                detail=(
+                    f"rank {rank} died with {first.exc_type}: {first.exc_message or ''}".rstrip(
+                        ": "
+                    )
+                    + ". Other ranks' timeouts and connection errors after it are consequences."
+                ),
+                events=[first, *[f for f in failures if f.rank == rank]],
+                ranks=[rank],
+                hosts=[proc.host] if proc and proc.host else [],
+                pids=[proc.pid] if proc and proc.pid is not None else [],
+                confidence=0.8,
+                next_steps=(
+                    f"Fix the exception on rank {rank} (the traceback is quoted as evidence).",
+                    "Wrap the training entry point with torch.distributed.elastic's @record to get "
+                    "the error file in torchrun's summary.",
+                ),
+            )
+            return
+        # A rank whose own watchdog timed out and that then died of SIGABRT/SIGTERM was taken
+        # down by the watchdog or by torchrun: that is the aftermath, not the cause.
+        reported = {
+            e.origin.rank if e.origin.rank is not None else e.rank
+            for e in index.torch
+            if isinstance(e, WatchdogTimeout | WatchdogError)
+        }
+        aftermath = [f for f in failures if f.rank in reported or f.signal == "SIGTERM"]
+        failures = [f for f in failures if f not in aftermath]
+        if not failures:
+            yield self.finding(
+                severity="info",
+                title=f"{len(aftermath)} rank(s) were taken down after the failure "
+                "(watchdog abort or torchrun's SIGTERM)",
+                detail="torchrun's summary lists these processes, but each of them had already "
+                "reported a timeout or error, or was stopped by torchrun itself: they are the "
+                "aftermath. torchrun's 'Root Cause' names the first exit it observed, not the cause.",
+                events=aftermath,
+                ranks=[f.rank for f in aftermath if f.rank is not None],
+                confidence=0.8,
+            )
+            return
+        roots = [f for f in failures if f.root_cause] or failures
+        signal_only = [f for f in roots if f.signal]
+        root = roots[0]
+        killed_by = f"signal {root.signal}" if root.signal else f"exit code {root.exitcode}"
+        yield self.finding(
+            severity="error",
+            title=f"rank {root.rank} (pid {root.pid}) ended with {killed_by}",
+            detail=(
+                f"torchrun reports rank {root.rank} (local rank {root.local_rank}, pid "
+                f"{root.pid}, host {root.host}) as the first failure, with {killed_by}. "
+                + (
+                    "A signal from outside (SIGKILL by a user, the OOM killer, a scheduler) "
+                    "can follow a hang rather than cause it."
+                    if signal_only
+                    else ""
+                )
+            ),
+            events=roots,
+            ranks=[root.rank] if root.rank is not None else [],
+            hosts=[root.host] if root.host else [],
+            pids=[root.pid] if root.pid is not None else [],
+            confidence=0.45 if signal_only else 0.7,
+            next_steps=(
+                "Check dmesg on that host for the OOM killer, and the scheduler's log for a kill.",
+                "Read the rank's own output before the failure (the lines with its [rankN]: prefix).",
+            ),
+        )
+
+
+_CONSEQUENCE_TYPES = frozenset(
+    {"ChildFailedError", "KeyboardInterrupt", "SignalException", "DistBackendError"}
+)
+_CONSEQUENCE_TEXT = re.compile(
+    r"communicator was aborted|Watchdog caught|timed out|NCCL error|remote process exited"
+    r"|Connection reset|Broken pipe|Connection closed by peer",
+    re.IGNORECASE,
+)
+
+
+def _benign_exception(exc_type: str | None, message: str | None = None) -> bool:
+    """Return True for exceptions that report a failure elsewhere rather than cause one."""
+    if not exc_type:
+        return False
+    if exc_type.rsplit(".", 1)[-1] in _CONSEQUENCE_TYPES:
+        return True
+    return bool(message and _CONSEQUENCE_TEXT.search(message))
