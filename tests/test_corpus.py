@@ -7,6 +7,8 @@ The diagnosis JSON of each case is also kept as a golden file (regenerate with
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -66,3 +68,21 @@ def test_golden_diagnosis(case: Path, request: pytest.FixtureRequest) -> None:
         golden.write_text(text)
     assert golden.exists(), f"missing golden file; run pytest --update-golden ({golden})"
     assert text == golden.read_text()
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name[:3])
+def test_cli_exit_code_and_json(case: Path) -> None:
+    """As a user runs it: exit 0 or 1, valid JSON on stdout, no traceback anywhere."""
+    result = subprocess.run(
+        [sys.executable, "-m", "logsleuth", "analyze", *_inputs(case), "--json", "-"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode in (0, 1), result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    data = json.loads(result.stdout)
+    assert data["schema"] == "logsleuth.diagnosis/1"
+    expected = 0 if data["verdict"]["kind"] == "healthy" else 1
+    assert result.returncode == expected
+    assert result.stderr.startswith("VERDICT ")
