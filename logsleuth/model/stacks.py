@@ -6,8 +6,15 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from logsleuth.model.base import Event
-from logsleuth.model.diagnosis import StackClass
+from logsleuth.model.diagnosis import Evidence, StackClass
 from logsleuth.model.ranks import format_ranks
+
+PYSPY = "py-spy"
+"""``StackDump.fmt`` of ``py-spy dump`` text output."""
+PYSPY_JSON = "py-spy-json"
+"""``StackDump.fmt`` of ``py-spy dump --json`` output."""
+FAULTHANDLER = "faulthandler"
+"""``StackDump.fmt`` of CPython faulthandler output."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -16,6 +23,13 @@ class Frame:
 
     ``func`` is what the dumper printed (py-spy 0.4 qualifies it: ``Queue.get``);
     ``file`` is the (possibly shortened) file path; ``native`` marks C/C++ frames.
+    ``at`` is the 1-based physical line the frame was printed on (None in py-spy
+    ``--json``, which has no line per frame).
+
+    ``raw`` is that line as evidence quotes it, kept only where :func:`format_frame_line`
+    cannot rebuild it from the fields: a launcher prefix (``[default0]:``), faulthandler's
+    indent cut to one space, py-spy's ``:0`` line, trailing blanks. Clean dumps, the usual
+    case, carry no second copy of every frame line of every rank.
     """
 
     func: str
@@ -23,6 +37,24 @@ class Frame:
     line: int | None
     native: bool = False
     locals: tuple[tuple[str, str], ...] = ()
+    at: int | None = None
+    raw: str | None = None
+
+
+def format_frame_line(fmt: str, frame: Frame) -> str | None:
+    """Rebuild the line a dumper of format ``fmt`` printed for ``frame``; None for JSON.
+
+    py-spy text: ``    func (file:line)`` or ``    func (file)``; faulthandler:
+    ``  File "file", line N in func`` with ``???`` for what it did not know.
+    """
+    if fmt == PYSPY:
+        where = f"{frame.file}:{frame.line}" if frame.line is not None else frame.file
+        return f"    {frame.func} ({where})"
+    if fmt == FAULTHANDLER:
+        file = f'"{frame.file}"' if frame.file is not None else "???"
+        line = frame.line if frame.line is not None else "???"
+        return f"  File {file}, line {line} in {frame.func}"
+    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,6 +100,13 @@ class StackDump(Event):
             if thread.is_main:
                 return thread
         return self.threads[0] if self.threads else None
+
+    def quote(self, frame: Frame) -> Evidence | None:
+        """Quote the line ``frame`` of this dump was printed on; None when it has no line."""
+        if frame.at is None:
+            return None
+        text = frame.raw if frame.raw is not None else format_frame_line(self.fmt, frame)
+        return None if text is None else Evidence(self.ref.source, frame.at, text)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

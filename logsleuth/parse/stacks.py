@@ -1,5 +1,6 @@
-"""Read stack dumps: py-spy text and ``--json`` output, and CPython faulthandler output.
+"""Read stack dumps line by line: py-spy text output and CPython faulthandler output.
 
+``py-spy dump --json`` output is a whole-file format: see :mod:`logsleuth.parse.pyspy_json`.
 Each line is parsed on its own with ``grammars/pyspy.lark``; :class:`StackReader` assembles
 consecutive lines into one :class:`~logsleuth.model.stacks.StackDump` per process dump
 (docs/stack-dump-formats.md sections 1, 3 and 7). Blank lines never reach a reader, so the
@@ -9,7 +10,6 @@ one dump are separated by a blank line, consecutive dumps are not).
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field, replace
 from functools import cache, lru_cache
@@ -18,15 +18,18 @@ from typing import Any
 from lark import Lark, Token, Transformer
 from lark.exceptions import LarkError
 
-from logsleuth.errors import InputError
-from logsleuth.model.base import Origin, SourceRef
-from logsleuth.model.stacks import Frame, StackDump, StackDumpError, ThreadStack
+from logsleuth.model.base import SourceRef
+from logsleuth.model.stacks import (
+    FAULTHANDLER,
+    PYSPY,
+    Frame,
+    StackDump,
+    StackDumpError,
+    ThreadStack,
+    format_frame_line,
+)
 from logsleuth.parse.base import Line, Reader, Sink
 from logsleuth.resources import read_grammar
-
-PYSPY = "py-spy"
-PYSPY_JSON = "py-spy-json"
-FAULTHANDLER = "faulthandler"
 
 _STARTS = (
     "Process ",
@@ -87,6 +90,8 @@ class _Thread:
 class _FrameShape:
     fmt: str
     frame: Frame
+    exact: bool = False
+    """The line is what :func:`format_frame_line` rebuilds from ``frame``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +251,10 @@ def _parse_line(text: str) -> _Shape | None:
         shape = _parser().parse(text)
     except (LarkError, ValueError):  # ValueError: an integer longer than int() accepts
         return None
+    if isinstance(shape, _FrameShape):
+        # Decided once per distinct line, so a frame costs no copy of its line when evidence
+        # can rebuild it (see Frame.raw).
+        return replace(shape, exact=format_frame_line(shape.fmt, shape.frame) == text)
     return shape if isinstance(shape, _Shape) else None
 
 
@@ -293,13 +302,26 @@ class _DumpBuilder:
         self.threads.append(_ThreadBuilder(shape.tid, shape.name, shape.state))
         self.take(line)
 
-    def add_frame(self, frame: Frame, line: Line) -> None:
+    def add_frame(self, shape: _FrameShape, line: Line) -> None:
         if not self.threads:
             # A headerless excerpt: the frames still belong to some thread.
             self.threads.append(_ThreadBuilder(None, None, None))
         thread = self.threads[-1]
         thread.flush_locals()
-        thread.frames.append(frame)
+        parsed = shape.frame
+        # The shape was parsed from the prefix-stripped, right-stripped text; evidence quotes
+        # the raw line, which the fields rebuild only when the two are the same.
+        rebuilt = shape.exact and line.raw == line.text.rstrip()
+        thread.frames.append(
+            Frame(
+                func=parsed.func,
+                file=parsed.file,
+                line=parsed.line,
+                native=parsed.native,
+                at=line.no,
+                raw=None if rebuilt else line.raw,
+            )
+        )
         self.take(line, frame=True)
 
     def new_thread_starts_dump(self, shape: _Thread, line: Line) -> bool:
@@ -466,7 +488,7 @@ class StackReader(Reader):
                 return False
             dump.add_thread(shape, line)
         elif isinstance(shape, _FrameShape) and shape.fmt == dump.fmt:
-            dump.add_frame(shape.frame, line)
+            dump.add_frame(shape, line)
         elif isinstance(shape, _Note) and shape.fmt == dump.fmt:
             dump.take(line)
         elif isinstance(shape, _Local) and dump.fmt == PYSPY and dump.threads:
@@ -557,108 +579,3 @@ class StackReader(Reader):
             pid=hint.pid,
         )
         sink.emit(event, error.lines)
-
-
-# ---- py-spy --json --------------------------------------------------------------------------
-
-_JSON_THREAD_KEY = re.compile(r'"thread_id"\s*:')
-_JSON_FRAMES_KEY = re.compile(r'"(frames|owns_gil)"\s*:')
-
-
-def looks_like_pyspy_json(head: str) -> bool:
-    """Tell from the first KB of a file whether it is ``py-spy dump --json`` output."""
-    text = head.lstrip("\ufeff \t\r\n")
-    return (
-        text.startswith("[")
-        and _JSON_THREAD_KEY.search(text) is not None
-        and _JSON_FRAMES_KEY.search(text) is not None
-    )
-
-
-def _json_frame(item: object) -> Frame | None:
-    if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-        return None
-    short, full = item.get("short_filename"), item.get("filename")
-    file = short if isinstance(short, str) else full if isinstance(full, str) else None
-    line = item.get("line")
-    locals_: list[tuple[str, str]] = []
-    for var in item.get("locals") or ():
-        if isinstance(var, dict) and isinstance(var.get("name"), str):
-            value = var.get("repr")
-            locals_.append((var["name"], value if isinstance(value, str) else "?"))
-    return Frame(
-        func=item["name"],
-        file=file,
-        line=line if isinstance(line, int) and line > 0 else None,
-        native=item.get("module") is not None,
-        locals=tuple(locals_),
-    )
-
-
-def _json_thread(item: object, index: int, source: str) -> tuple[int | None, ThreadStack]:
-    if not isinstance(item, dict) or not isinstance(item.get("frames"), list):
-        raise InputError(source, f"not py-spy JSON: element {index} is not a thread with frames")
-    thread_id, os_tid = item.get("thread_id"), item.get("os_thread_id")
-    if not isinstance(thread_id, int):
-        raise InputError(source, f"not py-spy JSON: element {index} has no integer thread_id")
-    pid = item.get("pid")
-    pid = pid if isinstance(pid, int) and pid > 0 else None  # --core reports pid 0
-    frames = []
-    for raw in item["frames"]:
-        frame = _json_frame(raw)
-        if frame is None:
-            raise InputError(source, f"not py-spy JSON: element {index} has a frame without a name")
-        frames.append(frame)
-    active, gil = bool(item.get("active")), bool(item.get("owns_gil"))
-    name = item.get("thread_name")
-    thread = ThreadStack(
-        # Text mode prints the OS tid when known, else the pthread id: keep the same id.
-        tid=os_tid if isinstance(os_tid, int) else thread_id,
-        name=name if isinstance(name, str) else None,
-        state="idle" if not active else "active+gil" if gil else "active",
-        frames=tuple(frames),
-        is_main=name == "MainThread" or (pid is not None and os_tid == pid),
-    )
-    return pid, thread
-
-
-def parse_pyspy_json(text: str, source: str) -> list[StackDump]:
-    """Parse ``py-spy dump --json`` output: one dump per pid, threads oldest first like text mode.
-
-    Raises:
-        InputError: ``text`` is not JSON, or not the array of thread objects py-spy writes.
-    """
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        lines = text.splitlines()
-        excerpt = lines[exc.lineno - 1][:120] if 0 < exc.lineno <= len(lines) else ""
-        raise InputError(source, f"not valid JSON ({exc.msg})", exc.lineno, excerpt) from exc
-    if not isinstance(data, list):
-        raise InputError(source, "not py-spy JSON: expected an array of threads")
-    by_pid: dict[int | None, list[ThreadStack]] = {}
-    for index, item in enumerate(data):
-        pid, thread = _json_thread(item, index, source)
-        by_pid.setdefault(pid, []).append(thread)
-    lines = text.splitlines()
-    first = next((i for i, line in enumerate(lines, 1) if line.strip()), 1)
-    dumps = []
-    for pid, threads in by_pid.items():
-        # JSON keeps the interpreter's order, newest thread first; text mode reverses it.
-        ordered = tuple(reversed(threads))
-        if not any(t.is_main for t in ordered) and ordered:
-            ordered = (replace(ordered[0], is_main=True), *ordered[1:])
-        dumps.append(
-            StackDump(
-                ref=SourceRef(source, first),
-                text=lines[first - 1] if lines else "",
-                origin=Origin(pid=pid),
-                fmt=PYSPY_JSON,
-                pid=pid,
-                cmdline=None,
-                python=None,
-                threads=ordered,
-                last_line=len(lines),
-            )
-        )
-    return dumps

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from logsleuth.analysis.stack_classify import classify_dump, classify_thread, process_role
 from logsleuth.analysis.stacks import (
     ProcStack,
     build_stack_classes,
     build_stack_tree,
-    classify_dump,
-    classify_thread,
     find_outliers,
-    process_role,
 )
 from logsleuth.model.diagnosis import StackClass
 from logsleuth.model.stacks import Frame, StackDump, ThreadStack

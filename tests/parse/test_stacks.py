@@ -10,10 +10,12 @@ from hypothesis import strategies as st
 
 from logsleuth.errors import InputError
 from logsleuth.model.base import Event
+from logsleuth.model.diagnosis import Evidence
 from logsleuth.model.stacks import Frame, StackDump, StackDumpError
 from logsleuth.parse.base import Line, Sink
 from logsleuth.parse.clean import clean, strip_prefixes
-from logsleuth.parse.stacks import StackReader, looks_like_pyspy_json, parse_pyspy_json
+from logsleuth.parse.pyspy_json import looks_like_pyspy_json, parse_pyspy_json
+from logsleuth.parse.stacks import StackReader
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "real" / "stacks"
 TEXT_SAMPLES = sorted(p.name for p in FIXTURES.glob("*.txt")) + sorted(
@@ -156,7 +158,7 @@ def test_gloo_rank3_threads_main_first() -> None:
         (13365, "QueueFeederThread", False),
     ]
     assert dump.threads[0].frames[0] == Frame(
-        func="_PollLikeSelector.select", file="selectors.py", line=415
+        func="_PollLikeSelector.select", file="selectors.py", line=415, at=5
     )
 
 
@@ -200,7 +202,7 @@ def test_locals_attach_to_their_frame() -> None:
 def test_native_frames_are_flagged() -> None:
     (dump,) = read_dumps("gloo-hang_pyspy-0.4.3_rank0_native.txt")
     frames = dump.threads[0].frames
-    assert frames[0] == Frame(func="0x7ffbc06a3f16", file="libc.so.6", line=None, native=True)
+    assert frames[0] == Frame(func="0x7ffbc06a3f16", file="libc.so.6", line=None, native=True, at=5)
     assert frames[4].func.startswith("pybind11::cpp_function::initialize<")
     assert (frames[4].file, frames[4].native) == ("libtorch_python.so", True)
     assert [f.func for f in frames if not f.native] == [
@@ -243,7 +245,7 @@ def test_core_dump_with_nul_padding() -> None:
         (19053, "bg", None, False),
     ]
     assert dump.threads[0].frames[0] == Frame(
-        func="crash_here", file="/home/train/job/coretest/abort.py", line=7
+        func="crash_here", file="/home/train/job/coretest/abort.py", line=7, at=6
     )
 
 
@@ -394,6 +396,101 @@ def test_reader_is_busy_while_a_dump_is_open_and_closes_on_a_foreign_line() -> N
     assert sink.recognized == {2, 3}
 
 
+# ---- frame lines as evidence quotes them --------------------------------------------------------
+
+
+def file_line(name: str, number: int) -> str:
+    """Return physical line ``number`` of a fixture as the file holds it, less trailing blanks/CR."""
+    return (FIXTURES / name).read_bytes().decode("utf-8").split("\n")[number - 1].rstrip()
+
+
+@pytest.mark.parametrize(
+    "name", ["gloo-hang_pyspy-0.4.3_rank_pid13273.txt", "faulthandler_dump_traceback_py3.11.7.txt"]
+)
+def test_frame_lines_are_rebuilt_exactly_from_the_fields(name: str) -> None:
+    (dump,) = read_dumps(name)
+    frames = [f for t in dump.threads for f in t.frames]
+    assert len(frames) == (21 if "pyspy" in name else 12)
+    for frame in frames:
+        assert frame.raw is None  # rebuilt, not stored
+        quoted = dump.quote(frame)
+        assert quoted is not None and frame.at is not None
+        assert (quoted.source, quoted.line) == (name, frame.at)
+        assert quoted.text == file_line(name, frame.at)
+
+
+def dump_quote_texts(dump: StackDump, frames: tuple[Frame, ...]) -> list[tuple[int, str]]:
+    """Return (line, text) of the evidence quoting each of ``frames``."""
+    quoted = [dump.quote(f) for f in frames]
+    return [(q.line, q.text) for q in quoted if q is not None]
+
+
+def test_quoted_frame_lines_name_the_right_line() -> None:
+    (dump,) = read_dumps("gloo-hang_pyspy-0.4.3_rank_pid13273.txt")
+    main = dump.threads[0]
+    assert [(f.at, f.func) for f in main.frames[:2]] == [
+        (5, "_PollLikeSelector.select"),
+        (6, "wait"),
+    ]
+    assert dump.quote(main.frames[0]) == Evidence(
+        "gloo-hang_pyspy-0.4.3_rank_pid13273.txt",
+        5,
+        "    _PollLikeSelector.select (selectors.py:415)",
+    )
+    (fh,) = read_dumps("faulthandler_dump_traceback_py3.11.7.txt")
+    current = next(t for t in fh.threads if t.state == "current")
+    assert dump_quote_texts(fh, current.frames) == [
+        (16, '  File "/home/train/job/fh_dump.py", line 12 in step'),
+        (17, '  File "/home/train/job/fh_dump.py", line 13 in <module>'),
+    ]
+
+
+@pytest.mark.parametrize("name", TEXT_SAMPLES)
+def test_every_frame_quotes_its_cleaned_line(name: str) -> None:
+    """Evidence quotes lines cleaned (ANSI, CR, NUL removed) with launcher prefixes kept."""
+    cleaned = physical_lines(name)
+    for dump in read_dumps(name):
+        for frame in (f for t in dump.threads for f in t.frames):
+            quoted = dump.quote(frame)
+            assert quoted is not None and frame.at is not None
+            assert quoted.text == cleaned[frame.at - 1]
+
+
+def test_launcher_prefix_is_kept_in_the_raw_frame_line() -> None:
+    name = "torchrun_tee3_faulthandler.log"
+    (dump,) = read_dumps(name)
+    (frame,) = dump.threads[0].frames
+    assert (frame.func, frame.at) == ("<module>", 12)
+    assert frame.raw == '[default0]:  File "/home/train/job/tee_fh.py", line 6 in <module>'
+    assert dump.quote(frame) == Evidence(name, 12, file_line(name, 12))
+
+
+@pytest.mark.parametrize(
+    ("line", "raw_kept"),
+    [
+        ("    sleep (<string>:0)", True),  # line 0 is read as "no line"
+        ("    sleep (<string>:3)", False),
+        ("    pthread_cond_wait (libc.so.6)", False),
+        ("  File ???, line ??? in ???", False),
+        (' File "/a.py", line 3 in f', True),  # one indent space lost with a launcher prefix
+        ('  File "/a.py", line 3 in f   ', True),  # trailing blanks
+    ],
+)
+def test_raw_line_is_kept_only_where_the_fields_cannot_rebuild_it(
+    line: str, raw_kept: bool
+) -> None:
+    header = (
+        'Thread 7 (idle): "MainThread"'
+        if line.startswith("    ")
+        else "Stack (most recent call first):"
+    )
+    (dump,) = [e for e in feed_lines([header, line])[0] if isinstance(e, StackDump)]
+    (frame,) = dump.threads[0].frames
+    assert frame.at == 2
+    assert (frame.raw is not None) == raw_kept
+    assert dump.quote(frame) == Evidence("dump.txt", 2, line)
+
+
 # ---- py-spy --json ----------------------------------------------------------------------------
 
 
@@ -417,6 +514,8 @@ def test_json_threads_come_oldest_first_with_native_and_locals() -> None:
     name = "pyspy-0.4.3_py3.11_sleep_locals.json"
     (dump,) = parse_pyspy_json((FIXTURES / name).read_text(encoding="utf-8"), name)
     assert dump.threads[0].frames[0].locals == (("n", "21"), ("x", "42"))
+    assert dump.threads[0].frames[0].at is None
+    assert dump.quote(dump.threads[0].frames[0]) is None  # JSON has no line per frame
 
 
 def test_json_that_is_not_pyspy_raises_input_error() -> None:

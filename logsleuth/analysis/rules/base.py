@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
+from itertools import chain
 from typing import ClassVar
 
 from logsleuth.analysis.index import EvidenceIndex, Stream
@@ -20,17 +21,17 @@ MAX_EVIDENCE = 8
 
 
 def evidence_of(
-    events: Iterable[Event], limit: int = MAX_EVIDENCE
+    events: Iterable[Event], limit: int = MAX_EVIDENCE, extra: Iterable[Evidence] = ()
 ) -> tuple[tuple[Evidence, ...], int]:
-    """Quote ``events`` (deduplicated by source line, in the given order) as evidence."""
+    """Quote ``events``, then ``extra``, deduplicated by source line in that order."""
     seen: set[tuple[str, int]] = set()
     quoted: list[Evidence] = []
-    for event in events:
-        key = (event.ref.source, event.ref.line)
+    for item in chain((Evidence(e.ref.source, e.ref.line, e.text) for e in events), extra):
+        key = (item.source, item.line)
         if key in seen:
             continue
         seen.add(key)
-        quoted.append(Evidence(event.ref.source, event.ref.line, event.text))
+        quoted.append(item)
     return tuple(quoted[:limit]), len(quoted)
 
 
@@ -70,9 +71,14 @@ class Rule(ABC):
         communicator: str | None = None,
         confidence: float = 0.5,
         next_steps: Sequence[str] = (),
+        evidence: Sequence[Evidence] = (),
     ) -> Finding:
-        """Build a finding of this rule with sorted, deduplicated culprit lists."""
-        evidence, total = evidence_of(events)
+        """Build a finding of this rule with sorted, deduplicated culprit lists.
+
+        ``evidence`` quotes lines no event stands for (a frame of a stack dump); it follows
+        the lines of ``events``.
+        """
+        quoted, total = evidence_of(events, extra=evidence)
         return Finding(
             code=self.code,
             name=self.name,
@@ -85,7 +91,7 @@ class Rule(ABC):
             pids=tuple(sorted(set(pids))),
             communicator=communicator,
             confidence=round(max(0.0, min(1.0, confidence)), 2),
-            evidence=evidence,
+            evidence=quoted,
             evidence_total=total,
             next_steps=tuple(next_steps),
         )
