@@ -28,6 +28,8 @@ _RAY = re.compile(r"\((?:[\w.]+ )?pid=(\d+)(?:, ip=[\d.]+)?\)\s")
 _ISO = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(?:Z|[+-]\d\d:?\d\d)\s")
 _BRACKET_TIME = re.compile(r"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[.,](\d+))?\]\s")
 _QUOTE = re.compile(r"> ?")
+_PREFIX_FIRST = frozenset("[(>0123456789")
+"""First characters of every prefix that needs no numbering scheme."""
 _RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 
 NUMBERING_SCHEMES: dict[str, re.Pattern[str]] = {
@@ -90,6 +92,8 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
     Returns the remaining text and an Origin hint with what the prefixes said. Prefixes
     nest in any order (``[80746] [rank0]:[E321 ...`` or ``[1,3]<stdout>:[2024-..] host:..``).
     """
+    if numbering is None and line[:1] not in _PREFIX_FIRST and "[repeated" not in line:
+        return line, NO_ORIGIN  # the common case: nothing to strip
     hint = NO_ORIGIN
     text = line
     scheme = NUMBERING_SCHEMES.get(numbering) if numbering else None

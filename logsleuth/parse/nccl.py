@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import calendar
 import re
+from collections import deque
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 from typing import Any, cast
@@ -19,7 +20,7 @@ from lark import Lark
 from lark.exceptions import LarkError, UnexpectedInput
 
 from logsleuth.model.base import NO_ORIGIN, Event, Origin, SourceRef
-from logsleuth.model.nccl import NcclUnrecognized, NcclWarn
+from logsleuth.model.nccl import NcclCollective, NcclUnrecognized, NcclWarn
 from logsleuth.parse.base import Line, Reader, Sink
 from logsleuth.parse.nccl_transform import Parsed, ToEvents
 from logsleuth.resources import read_grammar
@@ -28,6 +29,12 @@ _STAMP = re.compile(
     r"(?:(\d{4})-(\d\d)-(\d\d)[T ]|([A-Z][a-z]{2}) +(\d\d?) )?(\d\d):(\d\d):(\d\d)(?:[.,](\d+))?"
 )
 _MONTHS = {m: i for i, m in enumerate(calendar.month_abbr) if m}
+# Shape fields: word-bounded hex or decimal numbers (pointers, opCounts, bus ids, counts) and
+# digit runs inside words (gpu-node001, mlx5_0). Two lines of one shape differ only there.
+_FIELD = re.compile(r"\b(?:0x)?[0-9a-fA-F]+\b|\d+")
+_FIELD_GROUP = "((?:0x)?[0-9a-fA-F]++)"
+_FIELD_ANY = "(?:0x)?[0-9a-fA-F]++"
+_MAX_SHAPES = 4096
 # Anchored at line start or a blank so that a long run without ':' is scanned once.
 _CANDIDATE = re.compile(r"(?:^|\s)[^\s:\[\]]+:\d+:\d+ (?:\[-?\d+\] |NCCL )|NCCL version \d")
 
@@ -136,6 +143,107 @@ def parse_nccl_line(text: str, *, source: str = "<line>", line_no: int = 1) -> E
     return _build(text, parsed, SourceRef(source, line_no), text, NO_ORIGIN)
 
 
+def line_shape(text: str) -> str:
+    """Return the shape of ``text``: the line with every number and hex field abstracted."""
+    return _FIELD.sub("\x00", text)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Shape:
+    """What the grammar said about the first line of one shape; the cached extractor.
+
+    ``pattern`` matches the lines of the shape (literal text, one group per field); it
+    is only built for shapes :class:`NcclReader` compacts.
+    ``kind`` is the event class name the grammar gave (``None``: not an NCCL line) and
+    ``recognized`` whether that class counts as recognized. For a COLL shape, ``key``
+    lists the groups that name the writer and the communicator (``comm``), so that a
+    line can be kept or dropped by :class:`NcclReader` without building its event.
+    """
+
+    pattern: re.Pattern[str] | None
+    kind: str | None
+    recognized: bool
+    key: tuple[int, ...] | None = None
+
+
+_SHAPES: dict[str, Shape] = {}
+
+
+def _derive_shape(text: str) -> Shape:
+    """Parse ``text`` by rule ``line`` and derive the extractor of its shape from the parse."""
+    fields = [(f.start(), f.end(), f.group()) for f in _FIELD.finditer(text)]
+    parsed = _parse(text) if _maybe_nccl(text) else None
+    if parsed is None:
+        return Shape(None, None, False)
+    event = _build(text, parsed, SourceRef("<shape>", 1), text, NO_ORIGIN)
+    kind = type(event).__name__
+    head = parsed[1]
+    key: tuple[int, ...] | None = None
+    if isinstance(event, NcclCollective) and head is not None:
+        # The writer is the prefix (host:pid:tid [dev]); the comm pointer is the one field
+        # equal to the event's comm. Anything ambiguous is simply not compacted.
+        writer = [
+            i + 1 for i, (a, b, _) in enumerate(fields) if a >= head.start and b <= head.message_at
+        ]
+        comm = [i for i, (a, _, v) in enumerate(fields) if a >= head.message_at and v == event.comm]
+        if len(comm) > 1:
+            # Equal pointers (comm == stream): ask the grammar which field feeds ``comm``.
+            comm = [i for i in comm if _feeds_comm(text, fields[i])]
+        if len(comm) == 1 or not event.comm:
+            key = (*writer, *(i + 1 for i in comm))
+    pattern = None
+    if key is not None:
+        # Only the key fields are captured; the others just have to be there.
+        pieces: list[str] = []
+        pos = 0
+        for index, (start, end, _) in enumerate(fields, 1):
+            pieces += (re.escape(text[pos:start]), _FIELD_GROUP if index in key else _FIELD_ANY)
+            pos = end
+        pattern = re.compile("".join((*pieces, re.escape(text[pos:]))))
+        key = tuple(range(1, len(key) + 1))
+    return Shape(pattern, kind, event.RECOGNIZED, key)
+
+
+def _feeds_comm(text: str, field: tuple[int, int, str]) -> bool:
+    """Return True when the grammar takes ``comm`` from ``field`` (checked with a probe)."""
+    start, end, _ = field
+    probe = "0x5eed5eed"
+    probed = text[:start] + probe + text[end:]
+    parsed = _parse(probed)
+    if parsed is None:
+        return False
+    event = _build(probed, parsed, SourceRef("<shape>", 1), probed, NO_ORIGIN)
+    return isinstance(event, NcclCollective) and event.comm == probe
+
+
+def shape_of(text: str) -> Shape:
+    """Return the cached extractor of ``text``'s shape, deriving it on first sight."""
+    shape = line_shape(text)
+    found = _SHAPES.get(shape)
+    if found is None:
+        found = _derive_shape(text)
+        if len(_SHAPES) < _MAX_SHAPES:
+            _SHAPES[shape] = found
+    return found
+
+
+def nccl_message(text: str) -> str | None:
+    """Return the message after the NCCL prefix of ``text``; None if it has no NCCL prefix."""
+    parsed = _parse(text) if _maybe_nccl(text) else None
+    if parsed is None:
+        return None
+    head = parsed[1]
+    return text[head.message_at :].strip() if head is not None else text.strip()
+
+
+@dataclass(slots=True)
+class _Tail:
+    """The first and the last few COLL lines of one writer and communicator."""
+
+    first: tuple[int, str, str, Origin]
+    last: deque[tuple[int, str, str, Origin]]
+
+
 @dataclass(slots=True)
 class _OpenWarn:
     """A WARN whose message NCCL continues on prefix-less lines (spec 1.5)."""
@@ -150,9 +258,47 @@ class NcclReader(Reader):
 
     name = "nccl"
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, keep_ops: int | None = None) -> None:
         super().__init__(source)
         self._open: _OpenWarn | None = None
+        self._keep = keep_ops
+        self._hot: Shape | None = None
+        self._tails: dict[tuple[object, ...], _Tail] = {}
+        self.deferred = 0
+        """Lines :meth:`defer` took; they count as recognized (see :meth:`close`)."""
+
+    def defer(self, number: int, text: str, raw: str, hint: Origin) -> bool:
+        """Take a COLL line of a known shape without parsing it; False: offer it to ``feed``.
+
+        Only with ``keep_ops``: per writer and communicator the first and the last
+        ``keep_ops`` COLL lines are kept and parsed at :meth:`close`; the others count as
+        recognized (their shape's first line was parsed by the grammar) and are dropped.
+        The caller counts :attr:`deferred` lines as recognized.
+        """
+        if self._keep is None or self._open is not None:
+            return False
+        shape = self._hot
+        found = shape.pattern.fullmatch(text) if shape is not None and shape.pattern else None
+        if found is None:
+            if "NCCL " not in text:
+                return False
+            shape = shape_of(text)
+            if shape.key is None or shape.pattern is None:
+                return False
+            found = shape.pattern.fullmatch(text)
+            if found is None:
+                return False
+            self._hot = shape
+        assert shape is not None and shape.key is not None
+        key = (shape, found.groups())
+        entry = (number, text, raw, hint)
+        tail = self._tails.get(key)
+        if tail is None:
+            self._tails[key] = _Tail(entry, deque((entry,), maxlen=self._keep))
+        else:
+            tail.last.append(entry)
+        self.deferred += 1
+        return True
 
     def feed(self, line: Line, sink: Sink) -> bool:
         """Offer ``line``; take it when it has an NCCL prefix or continues an open WARN."""
@@ -185,7 +331,20 @@ class NcclReader(Reader):
         return self._open is not None
 
     def close(self, sink: Sink) -> None:
-        """Emit the open multi-line WARN, if any, with the lines it has."""
+        """Emit the open multi-line WARN, if any, and the COLL lines kept by :meth:`defer`."""
         pending, self._open = self._open, None
         if pending is not None:
             sink.emit(pending.event, pending.lines)
+        tails, self._tails = self._tails, {}
+        for tail in tails.values():
+            kept = list(tail.last)
+            if tail.first[0] < kept[0][0]:
+                kept.insert(0, tail.first)
+            for number, text, raw, hint in kept:
+                parsed = _parse(text)
+                if parsed is None:
+                    self.deferred -= 1
+                    continue
+                event = _build(text, parsed, SourceRef(self.source, number), raw, hint)
+                self.deferred -= not event.RECOGNIZED
+                sink.events.append(event)

@@ -51,6 +51,8 @@ class Head:
     line_no: int | None
     func: str | None
     message_at: int
+    start: int = 0
+    """Where the prefix begins (after an NCCL timestamp, if any)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +139,9 @@ def head_of(token: Token) -> Head:
         line_no = int(number)
         if len(middle) > 1:
             func = middle[1][1:-1]
+    end = token.end_pos or len(token)
     return Head(
-        words[-1], host, int(pid), int(tid), dev, file, line_no, func, token.end_pos or len(token)
+        words[-1], host, int(pid), int(tid), dev, file, line_no, func, end, end - len(token)
     )
 
 
@@ -494,6 +497,23 @@ class ToEvents(Transformer[Token, Any]):
     def init_timings(self, head: Token, rest: Token) -> Message:
         api = head[len("Init timings - ") : -1] if " - " in head else None
         return _note("init-timings", ("api", api), ("timings", rest.strip()))
+
+    def nic_distance(self, head: Token, distance: Token) -> Message:
+        words = head.split()
+        gpu, _, dev = words[2].partition("[")
+        return _note(
+            "nic-distance",
+            ("gpu", gpu),
+            ("dev", dev.rstrip("],")),
+            ("transport", words[3]),
+            ("distance", distance),
+        )
+
+    def net_note(self, head: Token, rest: Token) -> Message:
+        return _note("net-plugin", ("plugin", head[4:].rstrip(" :")), ("message", rest.strip()))
+
+    def comm_cut(self, body: Token) -> Message:
+        return _note("comm-truncated", ("comm", body.split()[1]), ("text", body.strip()))
 
     def unknown_msg(self, _rest: Token) -> None:
         return None

@@ -732,17 +732,18 @@ def test_call_and_trace_lines() -> None:
 
 
 def test_unknown_info_keeps_the_writer() -> None:
-    event = parse(real_line("version_2_14_fastsocket_node1.log", "Tx CPU start"))
+    # Spec-built: a message no rule knows.
+    event = parse("instance-8g-96c-1:525765:525972 [0] NCCL INFO Something new: 42")
     assert isinstance(event, NcclUnrecognized)
     assert not event.RECOGNIZED
-    assert (event.level, event.message) == ("INFO", "NET/FastSocket : Tx CPU start: -2")
+    assert (event.level, event.message) == ("INFO", "Something new: 42")
     assert (event.origin.host, event.origin.pid, event.origin.tid) == (
         "instance-8g-96c-1",
         525765,
         525972,
     )
     # A message that starts like a known family but breaks off falls back to the envelope.
-    cut = parse(real_line("roce_init_complete.log", "rank 33 nranks 64"))
+    cut = parse("hostname-test:981:1267 [1] NCCL INFO Channel 00/0 : 33[1] -> 34[2] [send] vi")
     assert isinstance(cut, NcclUnrecognized)
     assert cut.origin.pid == 981
 
@@ -767,12 +768,12 @@ def test_torn_and_foreign_lines_are_declined(text: str) -> None:
 
 def test_whole_fixtures_take_only_nccl_lines() -> None:
     events, sink, declined = read_fixture("version_2_14_fastsocket_node1.log")
-    # 13 lines: the torchrun line and the torn last line are declined; four FastSocket
-    # lines keep their writer but stay unrecognized.
+    # 13 lines: the torchrun line and the torn last line are declined; the other 11,
+    # the four NET/FastSocket notes included, are recognized.
     assert declined == 2
     assert len(events) == 11
-    assert len(sink.recognized) == 7
-    assert sink.unrecognized_events == 4
+    assert len(sink.recognized) == 11
+    assert sink.unrecognized_events == 0
 
 
 def test_grammar_is_built_once() -> None:
@@ -800,3 +801,63 @@ def test_any_message_after_a_prefix_never_raises(message: str) -> None:
         event = parse_nccl_line(head + message)
         assert event is not None
         assert (event.origin.host, event.origin.pid) == ("h", 1)
+
+
+# ---- families added for coverage of the corpus (issue 3)
+
+
+def test_nic_distance_line_of_2_4_gives_gpu_transport_and_distance() -> None:
+    event = parse(real_line("plugin_notes_and_cut_lines.log", "NIC distance"))
+    assert isinstance(event, NcclInfoNote)
+    assert event.topic == "nic-distance"
+    assert event.fields == (
+        ("gpu", "6"),
+        ("dev", "6"),
+        ("transport", "Socket"),
+        ("distance", "PHB"),
+    )
+    assert event.origin.host == "tj1-asr-train-v100-11"
+
+
+@pytest.mark.parametrize(
+    ("contains", "message"),
+    [
+        ("Flow placement", "Flow placement enabled."),
+        ("Tx CPU", "Tx CPU start: -2"),
+        ("queue skip", "queue skip: 0"),
+    ],
+)
+def test_other_net_plugin_messages_name_the_plugin(contains: str, message: str) -> None:
+    event = parse(real_line("plugin_notes_and_cut_lines.log", contains))
+    assert isinstance(event, NcclInfoNote)
+    assert event.topic == "net-plugin"
+    assert event.fields == (("plugin", "FastSocket"), ("message", message))
+
+
+def test_net_ib_and_net_socket_keep_their_own_rules() -> None:
+    ib = parse("h:1:2 [0] NCCL INFO NET/IB : No device found.")
+    assert isinstance(ib, NcclNetDevices) and ib.devices == ()
+    sock = parse("h:1:2 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>")
+    assert isinstance(sock, NcclInterface) and sock.interfaces == (("eth0", "10.0.0.1<0>"),)
+
+
+@pytest.mark.parametrize(
+    ("contains", "comm"),
+    [("comm 0x5598", "0x5598"), ("nvmlDev", "0x561dde2fb110")],
+)
+def test_a_communicator_line_cut_short_is_a_truncated_note(contains: str, comm: str) -> None:
+    event = parse(real_line("plugin_notes_and_cut_lines.log", contains))
+    assert isinstance(event, NcclInfoNote)
+    assert event.topic == "comm-truncated"
+    assert event.field("comm") == comm
+
+
+def test_complete_communicator_lines_are_not_taken_for_cut_ones() -> None:
+    config = parse(
+        "h:1:2 [0] NCCL INFO comm 0x5 rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0 MNNVL 0"
+    )
+    assert isinstance(config, NcclCommConfig) and config.mnnvl == 0
+    done = parse(
+        "h:1:2 [0] NCCL INFO comm 0x5 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE"
+    )
+    assert isinstance(done, NcclCommInit) and done.phase == "COMPLETE"
