@@ -8,11 +8,12 @@ from typing import BinaryIO
 
 from logsleuth import __version__
 from logsleuth.analysis.diagnose import diagnose
+from logsleuth.analysis.index import KEEP_OPS
 from logsleuth.errors import InputError
 from logsleuth.model.base import Event, InputSummary
 from logsleuth.model.diagnosis import Diagnosis
 from logsleuth.parse.discover import Problem, discover
-from logsleuth.parse.dispatch import read_input
+from logsleuth.parse.dispatch import read_inputs
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,10 +34,12 @@ def analyze(paths: Sequence[str], stdin: BinaryIO | None = None) -> Analysis:
     events: list[Event] = []
     summaries: list[InputSummary] = []
     usable = 0
-    for source in sources:
-        try:
-            result = read_input(source)
-        except InputError as exc:
+    # The index keeps the last KEEP_OPS collectives per process and communicator, so the
+    # parser may skip building events for the COLL lines in between.
+    results = read_inputs(sources, keep_ops=KEEP_OPS)
+    for source, result in zip(sources, results, strict=True):
+        if isinstance(result, InputError):
+            exc = result
             problems.append(Problem(source.name, exc.reason))
             summaries.append(
                 InputSummary(

@@ -9,9 +9,12 @@ from __future__ import annotations
 import codecs
 import gzip
 import json
+import multiprocessing
+import os
 import zlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from logsleuth.errors import InputError
@@ -20,8 +23,15 @@ from logsleuth.model.bundle import BundleManifest, RankEntry
 from logsleuth.parse.base import Line, Reader, Sink
 from logsleuth.parse.clean import clean, detect_numbering, strip_prefixes
 from logsleuth.parse.discover import InputSource, looks_binary, read_head
+from logsleuth.parse.flight_recorder import (
+    load_fr_pickle,
+    looks_like_fr_json,
+    looks_like_fr_pickle,
+    parse_fr_dump,
+)
 from logsleuth.parse.nccl import NcclReader
-from logsleuth.parse.stacks import StackReader, looks_like_pyspy_json, parse_pyspy_json
+from logsleuth.parse.pyspy_json import looks_like_pyspy_json, parse_pyspy_json
+from logsleuth.parse.stacks import StackReader
 from logsleuth.parse.torchlog import TorchReader
 
 _SAMPLE_LINES = 200
@@ -36,6 +46,8 @@ class InputResult:
     summary: InputSummary
     unrecognized_samples: tuple[tuple[int, str], ...] = ()
     """Up to a few (line, text) examples of unrecognized lines, for the data-gaps section."""
+    unrecognized_lines: tuple[int, ...] = ()
+    """Every unrecognized line's number, only when read with ``audit=True`` (coverage)."""
 
 
 def _decoded_lines(source: InputSource) -> Iterator[str]:
@@ -115,14 +127,42 @@ def _read_json(source: InputSource) -> InputResult | None:
         return None
     if isinstance(data, dict) and "schema" in data:
         return _read_manifest(source, text, data)
+    if looks_like_fr_json(data):
+        assert isinstance(data, dict)
+        return _whole_file(source, text, (parse_fr_dump(data, source.name),), "flight-recorder")
     if not looks_like_pyspy_json(text[:4096]):
         return None
     dumps = parse_pyspy_json(text, source.name)
     return _whole_file(source, text, tuple(dumps), "py-spy-json")
 
 
-def read_input(source: InputSource) -> InputResult:
+def _read_fr_pickle(source: InputSource) -> InputResult:
+    """A binary flight-recorder dump: its "lines" are its entries, each recognized."""
+    with source.open() as handle:
+        dump = parse_fr_dump(load_fr_pickle(handle.read(), source.name), source.name)
+    count = max(1, len(dump.entries))
+    summary = InputSummary(
+        source=source.name,
+        kind="flight-recorder",
+        lines=count,
+        recognized=count,
+        unrecognized=0,
+        blank=0,
+    )
+    return InputResult((dump,), summary)
+
+
+def read_input(
+    source: InputSource, keep_ops: int | None = None, *, audit: bool = False
+) -> InputResult:
     """Read and parse one input.
+
+    Args:
+        source: The input.
+        keep_ops: Keep only the first and the last ``keep_ops`` COLL events of each writer
+            and communicator (all other events are kept); None keeps every event. Line
+            accounting is the same either way.
+        audit: Also list every unrecognized line's number (``unrecognized_lines``).
 
     Raises:
         InputError: the input cannot be read at all (empty, binary, unreadable).
@@ -133,6 +173,8 @@ def read_input(source: InputSource) -> InputResult:
         raise InputError(source.name, exc.strerror or str(exc)) from exc
     if not head:
         raise InputError(source.name, "file is empty")
+    if looks_like_fr_pickle(head):
+        return _read_fr_pickle(source)
     if looks_binary(head):
         raise InputError(source.name, "binary data, not a log or a stack dump")
     stripped = head.lstrip()
@@ -140,15 +182,12 @@ def read_input(source: InputSource) -> InputResult:
         result = _read_json(source)
         if result is not None:
             return result
-    return _read_lines(source)
+    return _read_lines(source, keep_ops, audit)
 
 
-def _read_lines(source: InputSource) -> InputResult:
-    readers: list[Reader] = [
-        NcclReader(source.name),
-        TorchReader(source.name),
-        StackReader(source.name),
-    ]
+def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -> InputResult:
+    nccl = NcclReader(source.name, keep_ops)
+    readers: list[Reader] = [nccl, TorchReader(source.name), StackReader(source.name)]
     sink = Sink()
     lines_iter = _decoded_lines(source)
     sample: list[str] = []
@@ -161,23 +200,31 @@ def _read_lines(source: InputSource) -> InputResult:
     unrecognized: list[tuple[int, str]] = []
     taken_by: Counter[str] = Counter()
     offered: set[int] = set()
+    # Readers change their busy state only when fed, so it is asked after each slow line only.
+    busy = False
 
     def feed(number: int, cleaned: str) -> None:
-        nonlocal blank
+        nonlocal blank, busy
         text, hint = strip_prefixes(cleaned, numbering)
         if not text.strip():
             blank += 1
             return
-        line = Line(number, text, cleaned, hint)
+        if not busy and defer(number, text, cleaned, hint):
+            return
         offered.add(number)
+        line = Line(number, text, cleaned, hint)
         ordered = [r for r in readers if r.busy()] + [r for r in readers if not r.busy()]
-        for reader in ordered:
-            if reader.feed(line, sink):
-                taken_by[reader.name] += 1
-                return
-        if len(unrecognized) < 5:
-            unrecognized.append((number, cleaned))
+        try:
+            for reader in ordered:
+                if reader.feed(line, sink):
+                    taken_by[reader.name] += 1
+                    return
+            if len(unrecognized) < 5:
+                unrecognized.append((number, cleaned))
+        finally:
+            busy = any(r.busy() for r in readers)
 
+    defer = nccl.defer
     for cleaned in sample:
         total += 1
         feed(total, cleaned)
@@ -186,7 +233,9 @@ def _read_lines(source: InputSource) -> InputResult:
         feed(total, clean(raw))
     for reader in readers:
         reader.close(sink)
-    recognized = len(sink.recognized & offered)
+    recognized = len(sink.recognized & offered) + nccl.deferred
+    if nccl.deferred:
+        taken_by["nccl"] += nccl.deferred
     for event in sink.events:
         if not event.RECOGNIZED and len(unrecognized) < 5:
             unrecognized.append((event.ref.line, event.text))
@@ -201,4 +250,62 @@ def _read_lines(source: InputSource) -> InputResult:
         blank=blank,
     )
     events = sorted(sink.events, key=lambda e: e.ref.line)
-    return InputResult(tuple(events), summary, tuple(unrecognized))
+    missed: tuple[int, ...] = ()
+    if audit:
+        missed = tuple(sorted(offered - sink.recognized))
+    return InputResult(tuple(events), summary, tuple(unrecognized), missed)
+
+
+_POOL_MIN_BYTES = 16 << 20
+"""Below this much input, starting worker processes costs more than it saves."""
+
+
+_Failure = tuple[str, str, int | None, str]
+"""An InputError's arguments: exceptions with keyword-only state do not survive pickling."""
+
+
+def _read_one(job: tuple[InputSource, int | None]) -> InputResult | _Failure:
+    source, keep_ops = job
+    try:
+        return read_input(source, keep_ops)
+    except InputError as exc:
+        return (exc.source, exc.reason, exc.line, exc.excerpt)
+
+
+def _result(outcome: InputResult | _Failure) -> InputResult | InputError:
+    return outcome if isinstance(outcome, InputResult) else InputError(*outcome)
+
+
+def _input_bytes(source: InputSource) -> int:
+    if source.data is not None:
+        return len(source.data)
+    try:
+        return source.path.stat().st_size if source.path is not None else 0
+    except OSError:
+        return 0
+
+
+def read_inputs(
+    sources: Sequence[InputSource], jobs: int | None = None, keep_ops: int | None = None
+) -> Iterator[InputResult | InputError]:
+    """Read ``sources`` in parallel worker processes; yield each result in input order.
+
+    An input that cannot be read yields its :class:`InputError` instead of raising, so
+    one bad file does not stop the others. Results are the same for any ``jobs``.
+
+    Args:
+        sources: The inputs, as :func:`~logsleuth.parse.discover.discover` returned them.
+        jobs: Worker processes; None uses every core; 1 (or a small input) reads in this
+            process.
+        keep_ops: Passed to :func:`read_input`: keep only the first and the last
+            ``keep_ops`` COLL events per writer and communicator.
+    """
+    work = [(source, keep_ops) for source in sources]
+    workers = min(jobs or os.cpu_count() or 1, len(work))
+    if workers <= 1 or sum(_input_bytes(s) for s in sources) < _POOL_MIN_BYTES:
+        yield from map(_result, map(_read_one, work))
+        return
+    # fork: workers inherit the loaded grammars; results come back in submission order.
+    context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        yield from map(_result, pool.map(_read_one, work, chunksize=1))

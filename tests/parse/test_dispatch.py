@@ -9,8 +9,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from logsleuth.errors import InputError
+from logsleuth.model.base import Event
+from logsleuth.model.nccl import NcclCollective
+from logsleuth.parse import dispatch
 from logsleuth.parse.discover import InputSource
-from logsleuth.parse.dispatch import read_input
+from logsleuth.parse.dispatch import InputResult, read_input, read_inputs
+from logsleuth.parse.nccl import parse_nccl_line, shape_of
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL = sorted(
@@ -30,7 +34,10 @@ def test_every_fixture_line_is_accounted_for(path: Path) -> None:
     result = read_input(InputSource(name=path.name, path=path))
     s = result.summary
     assert s.recognized + s.unrecognized + s.blank == s.lines
-    assert s.lines == _physical_lines(data)
+    if s.kind == "flight-recorder":  # a binary dump: its "lines" are its entries
+        assert s.lines == max(1, len(getattr(result.events[0], "entries", ())))
+    else:
+        assert s.lines == _physical_lines(data)
     assert all(e.ref.source == path.name for e in result.events)
     assert all(1 <= e.ref.line <= s.lines for e in result.events)
 
@@ -82,6 +89,7 @@ def test_any_text_is_read_and_accounted(parts: list[str]) -> None:
         return
     s = result.summary
     assert s.recognized + s.unrecognized + s.blank == s.lines == _physical_lines(data)
+    assert read_input(source, keep_ops=1).summary == s
 
 
 @settings(max_examples=60, deadline=None)
@@ -103,3 +111,102 @@ def test_a_file_cut_at_any_byte_still_parses(cut: int) -> None:
         return
     s = result.summary
     assert s.recognized + s.unrecognized + s.blank == s.lines
+
+
+# ---- the fast path: COLL lines of a known shape, compacted per writer and communicator
+
+_KEEP = 3
+
+
+@pytest.fixture(scope="module")
+def synthetic_bundle(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """A small synthetic incident: 3 communicators, interleaved COLL lines, a hang."""
+    from benchmarks.synth import generate
+
+    out = tmp_path_factory.mktemp("bundle")
+    generate(out, ranks=8, hosts=2, ops=40, fault="missing-collective", comms=3, launcher=True)
+    return sorted(p for p in out.rglob("*.log"))
+
+
+def _coll_key(event: Event) -> tuple[object, ...]:
+    assert isinstance(event, NcclCollective)
+    return (event.origin.host, event.origin.pid, event.comm)
+
+
+def _assert_compaction_equivalent(full: InputResult, fast: InputResult) -> None:
+    """``fast`` (keep_ops) holds every non-COLL event and, per writer and comm, the ends."""
+    assert fast.summary == full.summary
+    assert fast.unrecognized_samples == full.unrecognized_samples
+    others = [e for e in full.events if not isinstance(e, NcclCollective)]
+    assert [e for e in fast.events if not isinstance(e, NcclCollective)] == others
+    kept = [e for e in fast.events if isinstance(e, NcclCollective)]
+    assert set(kept) <= set(full.events)
+    groups: dict[tuple[object, ...], list[Event]] = {}
+    for event in full.events:
+        if isinstance(event, NcclCollective):
+            groups.setdefault(_coll_key(event), []).append(event)
+    for events in groups.values():
+        must = {events[0], *events[-_KEEP:]}
+        assert must <= set(kept)
+    assert [e.ref.line for e in fast.events] == sorted(e.ref.line for e in fast.events)
+
+
+@pytest.mark.parametrize("path", REAL, ids=lambda p: str(p.relative_to(ROOT / "fixtures")))
+def test_compacting_keeps_every_event_the_analysis_reads(path: Path) -> None:
+    source = InputSource(name=path.name, path=path)
+    try:
+        full = read_input(source)
+    except InputError:
+        return
+    _assert_compaction_equivalent(full, read_input(source, keep_ops=_KEEP))
+
+
+def test_compacting_a_synthetic_incident_drops_only_middle_coll_lines(
+    synthetic_bundle: list[Path],
+) -> None:
+    dropped = 0
+    for path in synthetic_bundle:
+        source = InputSource(name=path.name, path=path)
+        full, fast = read_input(source), read_input(source, keep_ops=_KEEP)
+        _assert_compaction_equivalent(full, fast)
+        dropped += len(full.events) - len(fast.events)
+    assert dropped > 8 * 30  # each rank logged ~40 ops per comm; most were never built
+
+
+def test_every_line_the_fast_path_takes_is_a_coll_line_of_its_key(
+    synthetic_bundle: list[Path],
+) -> None:
+    lines = [
+        line
+        for path in [*synthetic_bundle, *REAL]
+        if path.suffix == ".log"
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines()
+    ]
+    taken = 0
+    for text in lines:
+        shape = shape_of(text)
+        found = shape.pattern.fullmatch(text) if shape.pattern is not None else None
+        event = parse_nccl_line(text)
+        if found is None:
+            continue
+        taken += 1
+        assert isinstance(event, NcclCollective), text
+        assert found.group(len(found.groups())) == event.comm
+        assert shape.kind == "NcclCollective" and shape.recognized
+    assert taken > 100
+
+
+def test_read_inputs_keeps_order_and_gives_the_same_results_in_workers(
+    synthetic_bundle: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sources = [InputSource(name=p.name, path=p) for p in synthetic_bundle]
+    sources.append(InputSource(name="empty", path=None, data=b""))
+    serial = list(read_inputs(sources, jobs=1, keep_ops=_KEEP))
+    monkeypatch.setattr(dispatch, "_POOL_MIN_BYTES", 0)
+    parallel = list(read_inputs(sources, jobs=2, keep_ops=_KEEP))
+    assert [r.summary.source for r in serial[:-1] if isinstance(r, InputResult)] == [
+        s.name for s in sources[:-1]
+    ]
+    assert serial[:-1] == parallel[:-1]
+    assert isinstance(parallel[-1], InputError)
+    assert (parallel[-1].source, parallel[-1].reason) == ("empty", "file is empty")

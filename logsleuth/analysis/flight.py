@@ -1,0 +1,128 @@
+"""Match flight-recorder entries across ranks, as ``fr_trace`` does, without its traps.
+
+Entries are matched per process group by ``collective_seq_id``. Only the window that every
+dumped rank still holds is compared (older entries fall out of the ring buffer at
+different times). At each position the ranks are split by what they did; the majority is
+the reference and the minority are the suspects, never "everyone who differs from the
+first rank". Ranks without a dump are reported as missing evidence, never blamed. The
+first disagreement of a group is the finding: what follows it is derivative.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from logsleuth.model.flight import FlightRecorderDump, FrEntry
+
+
+@dataclass(frozen=True, slots=True)
+class FrIssue:
+    """The first disagreement found in one process group."""
+
+    kind: str
+    """``missing`` (some ranks never enqueued the collective), ``extra`` (a few ranks
+    enqueued one nobody else did), ``type``, ``size`` or ``dtype``."""
+    pg: str
+    seq: int
+    suspects: tuple[int, ...]
+    reference: tuple[int, ...]
+    suspect_entries: tuple[tuple[int, FrEntry], ...]
+    reference_entries: tuple[tuple[int, FrEntry], ...]
+    undumped: tuple[int, ...]
+    tie: bool
+
+
+def _signature(entry: FrEntry) -> tuple[object, ...]:
+    return (entry.op, entry.input_sizes, entry.input_dtypes)
+
+
+def _difference(a: FrEntry, b: FrEntry) -> str:
+    if a.op != b.op:
+        return "type"
+    if a.input_sizes != b.input_sizes:
+        return "size"
+    return "dtype"
+
+
+def _majority(groups: dict[object, list[int]]) -> tuple[list[int], list[int], bool]:
+    ordered = sorted(groups.values(), key=lambda g: (-len(g), min(g)))
+    tie = len(ordered) > 1 and len(ordered[0]) == len(ordered[1])
+    return ordered[0], [r for g in ordered[1:] for r in g], tie
+
+
+def match_dumps(dumps: Sequence[FlightRecorderDump]) -> list[FrIssue]:
+    """Return the first disagreement of every process group across the ranks' dumps."""
+    by_rank = {d.rank: d for d in dumps if d.rank is not None}
+    members: dict[str, set[int]] = defaultdict(set)
+    per_pg: dict[str, dict[int, dict[int, FrEntry]]] = defaultdict(lambda: defaultdict(dict))
+    for rank, dump in sorted(by_rank.items()):
+        for group in dump.groups:
+            members[group.name].update(group.ranks)
+        for entry in dump.entries:
+            if entry.is_p2p or entry.collective_seq_id <= 0:
+                continue
+            pg = entry.pg_name
+            per_pg[pg][rank][entry.collective_seq_id] = entry
+    issues: list[FrIssue] = []
+    for pg in sorted(per_pg):
+        ranks = per_pg[pg]
+        dumped = sorted(by_rank)  # a dumped rank with no entry in this group enqueued nothing
+        # torch 2.13 keys the default group's config by "" while its entries say "0": with a
+        # single configured group, that group is this one.
+        expected = members.get(pg) or (
+            next(iter(members.values())) if len(members) == 1 else set(dumped)
+        )
+        undumped = tuple(sorted(expected - set(by_rank)))
+        held = {r: ranks.get(r, {}) for r in dumped if r in expected}
+        if len(held) < 2:
+            continue
+        start = max((min(seqs) for seqs in held.values() if seqs), default=1)
+        top = max((max(seqs) for seqs in held.values() if seqs), default=0)
+        for seq in range(start, top + 1):
+            have = {r: e[seq] for r, e in held.items() if seq in e}
+            lack = sorted(r for r in held if seq not in held[r])
+            if lack:
+                if len(lack) <= len(have):
+                    suspects, reference, kind = lack, sorted(have), "missing"
+                else:
+                    suspects, reference, kind = sorted(have), lack, "extra"
+                issues.append(
+                    FrIssue(
+                        kind=kind,
+                        pg=pg,
+                        seq=seq,
+                        suspects=tuple(suspects),
+                        reference=tuple(reference),
+                        suspect_entries=tuple((r, _last(held[r])) for r in suspects if held[r]),
+                        reference_entries=tuple((r, have[r]) for r in reference if r in have),
+                        undumped=undumped,
+                        tie=len(lack) == len(have),
+                    )
+                )
+                break
+            groups: dict[object, list[int]] = defaultdict(list)
+            for rank, entry in have.items():
+                groups[_signature(entry)].append(rank)
+            if len(groups) > 1:
+                reference, suspects, tie = _majority(groups)
+                issues.append(
+                    FrIssue(
+                        kind=_difference(have[reference[0]], have[suspects[0]]),
+                        pg=pg,
+                        seq=seq,
+                        suspects=tuple(sorted(suspects)),
+                        reference=tuple(sorted(reference)),
+                        suspect_entries=tuple((r, have[r]) for r in sorted(suspects)),
+                        reference_entries=tuple((r, have[r]) for r in sorted(reference)),
+                        undumped=undumped,
+                        tie=tie,
+                    )
+                )
+                break
+    return issues
+
+
+def _last(entries: dict[int, FrEntry]) -> FrEntry:
+    return entries[max(entries)]
