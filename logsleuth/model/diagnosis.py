@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from logsleuth.model.topology import TopologyView
+
 SEVERITIES = ("info", "warning", "error", "critical")
 """Finding severities, least severe first."""
 
@@ -166,3 +168,5 @@ class Diagnosis:
     gaps: tuple[str, ...] = field(default=())
     """Data gaps in plain words: missing ranks, truncated files, unreadable inputs."""
     version: str = "0.1.0"
+    topology: tuple[TopologyView, ...] = ()
+    """The rebuilt topology of each communicator that logged its init (rings, transports)."""

@@ -28,6 +28,7 @@ from logsleuth.model.diagnosis import (
 from logsleuth.model.ranks import format_ranks
 from logsleuth.report import common
 from logsleuth.report.json import build_json, dumps_canonical
+from logsleuth.report.topology_svg import render_topology_svg, topology_summary
 from logsleuth.resources import template_dir
 
 TEMPLATE = "report.html.j2"
@@ -35,6 +36,10 @@ STYLESHEET = "report.css"
 SCRIPT = "report.js"
 
 OPEN_RANK_TABLE_LIMIT = 64
+TOPOLOGY_HELP = (
+    "How NCCL wired each communicator at init: hosts as boxes with their GPUs inside, ring "
+    "connections coloured by transport, and hosts or ranks a topology finding names outlined in red."
+)
 """Jobs up to this many processes show the per-rank table expanded."""
 
 TITLE_LIMIT = 120
@@ -278,6 +283,13 @@ def build_view(d: Diagnosis) -> dict[str, object]:
                 for version, ranks, hosts in common.nccl_version_rows(d)
             ],
             "version_mismatch": len(d.job.nccl_versions) > 1,
+        },
+        "topology": {
+            "help": TOPOLOGY_HELP,
+            "views": [
+                {"summary": topology_summary(t), "svg": Markup(render_topology_svg(t))}
+                for t in d.topology
+            ],
         },
         "inputs": _inputs_view(d.inputs),
         "gaps": list(d.gaps),

@@ -14,6 +14,8 @@ from logsleuth.model.diagnosis import (
     StackClass,
     Verdict,
 )
+from logsleuth.model.ranks import format_ranks
+from logsleuth.model.topology import TopologyView
 
 SCHEMA = "logsleuth.diagnosis/1"
 GENERATOR = "logsleuth"
@@ -88,6 +90,99 @@ def _communicator(c: CommunicatorView) -> dict[str, object]:
     }
 
 
+def _communicators(d: Diagnosis) -> list[dict[str, object]]:
+    """Return ``communicators[]``, each with its rebuilt ``topology`` (or null).
+
+    A topology whose communicator has no entry of its own (split children that share one
+    commId, connection lines without an Init line) gets an entry with what it knows.
+    """
+    views = {t.id: t for t in d.topology}
+    entries = []
+    for c in d.communicators:
+        entry = _communicator(c)
+        view = views.pop(c.id, None)
+        entry["topology"] = _topology(view) if view is not None else None
+        entries.append(entry)
+    for view in d.topology:
+        if view.id not in views:
+            continue
+        entries.append(
+            {
+                "id": view.id,
+                "nranks": view.nranks,
+                "ranks_seen": format_ranks(r.rank for r in view.ranks),
+                "init_complete": "",
+                "init_missing": "",
+                "hosts": sorted({h.name for h in view.hosts}),
+                "aborted": "",
+                "last_op_counts": [],
+                "channels": view.channels,
+                "transports": {name: count for name, count in sorted(view.transports)},
+                "topology": _topology(view),
+            }
+        )
+    return entries
+
+
+def _topology(t: TopologyView) -> dict[str, object]:
+    return {
+        "id": t.id,
+        "nranks": t.nranks,
+        "channels": t.channels,
+        "trees": t.trees,
+        "aggregated": t.aggregated,
+        "hosts": [
+            {
+                "name": h.name,
+                "address": h.address,
+                "ranks": format_ranks(h.ranks),
+                "nics": list(h.nics),
+                "network": h.network,
+                "anomalous": h.anomalous,
+            }
+            for h in t.hosts
+        ],
+        "ranks": [
+            {
+                "rank": r.rank,
+                "global_rank": r.global_rank,
+                "host": r.host,
+                "pid": r.pid,
+                "cuda_dev": r.cuda_dev,
+                "nvml_dev": r.nvml_dev,
+                "bus_id": r.bus_id,
+                "channels": r.channels,
+                "connected_rings": r.connected_rings,
+                "anomalous": r.anomalous,
+            }
+            for r in t.ranks
+        ],
+        "rings": [{"channel": channel, "order": list(order)} for channel, order in t.rings],
+        "transports": {name: count for name, count in sorted(t.transports)},
+        "links": [
+            {
+                "src": k.src,
+                "dst": k.dst,
+                "transport": k.transport,
+                "detail": k.detail,
+                "channels": k.channels,
+                "anomalous": k.anomalous,
+            }
+            for k in t.links
+        ],
+        "anomalies": [
+            {
+                "code": a.code,
+                "kind": a.kind,
+                "text": a.text,
+                "hosts": sorted(set(a.hosts)),
+                "ranks": sorted(set(a.ranks)),
+            }
+            for a in t.anomalies
+        ],
+    }
+
+
 def _stack_class(s: StackClass) -> dict[str, object]:
     return {
         "ranks": s.ranks,
@@ -141,7 +236,7 @@ def build_json(d: Diagnosis) -> dict[str, object]:
         "verdict": _verdict(d.verdict),
         "findings": [_finding(f) for f in d.findings],
         "job": _job(d.job),
-        "communicators": [_communicator(c) for c in d.communicators],
+        "communicators": _communicators(d),
         "stacks": {"classes": [_stack_class(s) for s in d.stack_classes]},
         "ranks": [_rank(r) for r in d.ranks],
         "inputs": [_input(i) for i in d.inputs],

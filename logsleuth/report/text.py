@@ -14,6 +14,7 @@ from rich.text import Text
 from logsleuth.model.diagnosis import Diagnosis, Finding, RankView
 from logsleuth.model.ranks import format_ranks
 from logsleuth.report import common
+from logsleuth.report.topology_svg import topology_summary
 
 TABLE_ROW_LIMIT = 20
 """Rows a terminal table shows before pointing at the HTML/JSON report for the rest."""
@@ -195,6 +196,18 @@ def _communicators(d: Diagnosis) -> Iterator[RenderableType]:
         yield _indent(more)
 
 
+def _topology(d: Diagnosis) -> Iterator[RenderableType]:
+    if not d.topology:
+        return
+    yield Text()
+    yield _heading(f"Topology ({len(d.topology)})")
+    for view in d.topology[:TABLE_ROW_LIMIT]:
+        yield _indent(Text(topology_summary(view)))
+    more = _more(TABLE_ROW_LIMIT, len(d.topology), "communicators")
+    if more is not None:
+        yield _indent(more)
+
+
 def _job(d: Diagnosis) -> Iterator[RenderableType]:
     summary = common.job_summary(d)
     if summary:
@@ -289,6 +302,7 @@ def _sections(d: Diagnosis) -> Iterator[RenderableType]:
         yield from _culprits(d)
         yield from _stacks(d)
         yield from _communicators(d)
+    yield from _topology(d)
     yield from _job(d)
     if healthy and (d.communicators or d.stack_classes):
         yield _counts(d)

@@ -1,4 +1,4 @@
-"""Rules about configuration that differs across ranks or hosts, and slower transports."""
+"""Rules about configuration that differs across ranks or hosts."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from logsleuth.analysis.index import EvidenceIndex, Proc
 from logsleuth.analysis.rules.base import Rule
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
-from logsleuth.model.nccl import NcclCudaDriver, NcclNetPlugin, NcclNetwork, NcclVersion
+from logsleuth.model.nccl import NcclCudaDriver, NcclNetPlugin, NcclVersion
 
 
 def _host(proc: Proc) -> str:
@@ -124,58 +124,5 @@ class NcclVersionMismatch(Rule):
                 "and pip show nvidia-nccl-cu12 on every node; check LD_LIBRARY_PATH for a system libnccl.",
                 "Use one container image / environment for every node, with the same net plugin "
                 "(or none: NCCL_NET_PLUGIN=none).",
-            ),
-        )
-
-
-class SocketFallback(Rule):
-    """Some hosts fell back to TCP sockets while the others use InfiniBand/RoCE.
-
-    Symptom:
-        ``Using network Socket`` (or ``NET/Socket`` channel lines) on some hosts and
-        ``Using network IB`` on others; ``NET/IB : No device found.`` on the slow hosts.
-        The whole job runs at the speed of the slowest link, or times out.
-
-    Likely causes:
-        Missing or broken IB drivers / ``libibverbs`` in that host's container, no RDMA
-        devices mounted into the container, ``NCCL_IB_DISABLE=1`` set on some nodes, a
-        down HCA.
-
-    What to check:
-        ``ibv_devinfo`` inside the container on the slow host, that ``/dev/infiniband`` is
-        mounted, ``NCCL_IB_DISABLE``/``NCCL_IB_HCA`` per node, and the host's port state.
-    """
-
-    code = "LS402"
-    name = "transport.socket_fallback"
-    kind = "transport-degraded"
-
-    def check(self, index: EvidenceIndex) -> Iterable[Finding]:
-        nets: dict[str, set[str]] = defaultdict(set)
-        for proc in index.procs.values():
-            if proc.network and proc.host:
-                kind = "Socket" if proc.network.lower().startswith("socket") else "IB"
-                nets[kind].add(proc.host)
-        slow = sorted(nets.get("Socket", set()) - nets.get("IB", set()))
-        if not slow or not nets.get("IB"):
-            return
-        events = [e for e in index.all_of(NcclNetwork) if e.origin.host in slow]
-        procs = [p for p in index.procs.values() if p.host in slow]
-        yield self.finding(
-            severity="error",
-            title=f"{', '.join(slow)} use{'s' if len(slow) == 1 else ''} TCP sockets while the other hosts use InfiniBand",
-            detail=(
-                f"NCCL chose the Socket network on {', '.join(slow)} and IB on "
-                f"{len(nets['IB'])} other host(s). Every collective that crosses those hosts runs at "
-                "TCP speed, which looks like a hang at scale."
-            ),
-            events=events,
-            ranks=sorted({p.rank for p in procs if p.rank is not None}),
-            hosts=slow,
-            pids=sorted({p.pid for p in procs if p.pid is not None}),
-            confidence=0.8,
-            next_steps=(
-                f"Run ibv_devinfo inside the job's container on {slow[0]}; check that /dev/infiniband is mounted.",
-                "Compare NCCL_IB_DISABLE, NCCL_IB_HCA and NCCL_NET across nodes.",
             ),
         )
