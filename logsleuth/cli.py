@@ -9,6 +9,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TextIO
 
 from logsleuth import __version__
 from logsleuth.errors import (
@@ -68,7 +69,116 @@ def build_parser() -> argparse.ArgumentParser:
     )
     explain.add_argument("code", nargs="?", help="rule code (LS101) or name (collective.missing)")
     explain.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+
+    live = sub.add_parser(
+        "live",
+        help="run a job with diagnostics on; when it stalls, capture every rank and diagnose",
+        description="Run COMMAND (e.g. torchrun --nproc_per_node 4 train.py) with NCCL and torch "
+        "diagnostics switched on. When no rank makes progress for --stall-timeout seconds, dump "
+        "every rank's stacks, end the job, write a bundle into --out and print the verdict.",
+        epilog="Progress is new output, growing NCCL debug files, a new process, a rank's "
+        "main-thread stack that changed between py-spy samples (taken once the output has "
+        "been quiet for a while), or CPU used by a process that is still starting up. "
+        "Exit status as for analyze.",
+    )
+    _add_live_options(live)
+    live.add_argument(
+        "--nproc",
+        type=_positive_int,
+        metavar="N",
+        help="run a plain .py COMMAND under torch.distributed.run with N ranks",
+    )
+    live.add_argument(
+        "--backend",
+        choices=("nccl", "gloo"),
+        help="backend for the built-in repro scenarios (exported as LOGSLEUTH_BACKEND)",
+    )
+    live.add_argument("job", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
+    live.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+
+    repro = sub.add_parser(
+        "repro",
+        help="list or run the built-in fault scenarios (small torch.distributed jobs)",
+        description="Built-in fault scenarios for demos and tests: gloo on CPU, NCCL on GPUs.",
+    )
+    repro_sub = repro.add_subparsers(dest="repro_command", metavar="list|run", parser_class=_Parser)
+    repro_sub.add_parser("list", help="list the scenarios with one-line descriptions")
+    run = repro_sub.add_parser(
+        "run",
+        help="run one scenario under torch.distributed.run (or under live mode with --live)",
+        description="Run a scenario with --nproc ranks on this host.",
+    )
+    run.add_argument("name", metavar="NAME", help="scenario name (see: logsleuth repro list)")
+    run.add_argument(
+        "--nproc", type=_positive_int, default=4, metavar="N", help="ranks (default 4)"
+    )
+    run.add_argument(
+        "--backend",
+        choices=("nccl", "gloo"),
+        help="default: nccl when CUDA is available, else gloo",
+    )
+    run.add_argument(
+        "--culprit", type=int, default=None, metavar="RANK", help="the rank that misbehaves (1)"
+    )
+    run.add_argument("--live", action="store_true", help="run it under logsleuth live")
+    _add_live_options(run)
+    repro.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+
+    coverage = sub.add_parser(
+        "coverage",
+        help="count the lines logsleuth recognizes; list the ones it does not, by shape",
+        description="Read logs and dumps like analyze does and report the events of each kind, "
+        "the share of NCCL lines recognized, and the unrecognized lines grouped by shape.",
+    )
+    coverage.add_argument("paths", nargs="+", metavar="PATH", help="file, directory or .gz file")
+    coverage.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    coverage.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     return parser
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, not {text}")
+    return value
+
+
+def _add_live_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="bundle directory, new or empty (default: logsleuth-live-DATE-TIME)",
+    )
+    parser.add_argument(
+        "--stall-timeout",
+        type=_positive_float,
+        default=60.0,
+        metavar="SECONDS",
+        help="no progress for this long is a stall (default 60)",
+    )
+    parser.add_argument(
+        "--keep-running",
+        action="store_true",
+        help="leave the job running after the capture instead of ending it",
+    )
+    parser.add_argument(
+        "--nccl-subsys",
+        default="INIT,COLL,NET",
+        metavar="LIST",
+        help="NCCL_DEBUG_SUBSYS for the job (default INIT,COLL,NET)",
+    )
+    parser.add_argument(
+        "--distributed-debug",
+        action="store_true",
+        help="also set TORCH_DISTRIBUTED_DEBUG=DETAIL (slower; reports collective desyncs)",
+    )
 
 
 def _exit_code(diagnosis: Diagnosis) -> int:
@@ -89,11 +199,20 @@ def _write(path: str, text: str) -> None:
         raise UsageError(f"{path}: cannot write: {exc.strerror or exc}") from exc
 
 
+def _terminal_text(diagnosis: Diagnosis, stream: TextIO) -> str:
+    from logsleuth.report.text import render_text
+
+    color = stream.isatty() and "NO_COLOR" not in os.environ
+    width = 100
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        width = max(80, min(140, os.get_terminal_size(stream.fileno()).columns))
+    return render_text(diagnosis, width=width, color=color)
+
+
 def _run_analyze(args: argparse.Namespace) -> int:
     from logsleuth.api import analyze
     from logsleuth.report.html import render_html
     from logsleuth.report.json import render_json
-    from logsleuth.report.text import render_text
 
     result = analyze(args.paths)
     for problem in result.problems:
@@ -111,14 +230,24 @@ def _run_analyze(args: argparse.Namespace) -> int:
         verdict = diagnosis.verdict
         human.write(f"{verdict.kind}: {verdict.summary}\n")
     elif not (args.format == "json" and args.json != "-"):
-        color = human.isatty() and "NO_COLOR" not in os.environ
-        width = 100
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            width = max(80, min(140, os.get_terminal_size(human.fileno()).columns))
-        human.write(render_text(diagnosis, width=width, color=color))
+        human.write(_terminal_text(diagnosis, human))
     if args.html and not args.quiet:
         human.write(f"report: {args.html}\n")
     return _exit_code(diagnosis)
+
+
+def _run_coverage(args: argparse.Namespace) -> int:
+    from logsleuth.parse.coverage import coverage_json, measure_coverage, render_coverage
+
+    result = measure_coverage(args.paths)
+    if args.json:
+        sys.stdout.write(coverage_json(result))
+    else:
+        width = 100
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            width = max(80, min(160, os.get_terminal_size(sys.stdout.fileno()).columns))
+        sys.stdout.write(render_coverage(result, width=width))
+    return EXIT_OK
 
 
 def _run_explain(args: argparse.Namespace) -> int:
@@ -137,6 +266,99 @@ def _run_explain(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _default_out() -> Path:
+    from datetime import datetime
+
+    return Path(f"logsleuth-live-{datetime.now():%Y%m%d-%H%M%S}")
+
+
+def _live(
+    args: argparse.Namespace,
+    command: Sequence[str],
+    extra_env: dict[str, str],
+    expected_ranks: int | None,
+) -> int:
+    from logsleuth.api import analyze
+    from logsleuth.live.display import ConsoleReporter
+    from logsleuth.live.session import LiveOptions, run_live
+    from logsleuth.report.html import render_html
+    from logsleuth.report.json import render_json
+
+    out = Path(args.out) if args.out else _default_out()
+    reporter = ConsoleReporter(sys.stderr, color=None if sys.stderr.isatty() else False)
+    options = LiveOptions(
+        command=tuple(command),
+        out_dir=out,
+        stall_timeout=args.stall_timeout,
+        keep_running=args.keep_running,
+        nccl_subsys=args.nccl_subsys,
+        distributed_debug=args.distributed_debug,
+        expected_ranks=expected_ranks,
+        extra_env=tuple(sorted(extra_env.items())),
+    )
+    result = run_live(options, reporter, sys.stdout.buffer)
+    reporter.note(f"analysing the bundle in {out}")
+    analysis = analyze([str(out)])
+    for problem in analysis.problems:
+        sys.stderr.write(f"{PROG}: warning: {problem.name}: {problem.reason}\n")
+    diagnosis = analysis.diagnosis
+    _write(str(out / "diagnosis.json"), render_json(diagnosis))
+    _write(str(out / "report.html"), render_html(diagnosis))
+    sys.stdout.write(_terminal_text(diagnosis, sys.stdout))
+    sys.stdout.write(f"report: {out / 'report.html'}\n")
+    if result.survivors:
+        sys.stderr.write(
+            f"{PROG}: warning: job process(es) still alive: "
+            f"{', '.join(map(str, result.survivors))}\n"
+        )
+    return _exit_code(diagnosis)
+
+
+def _run_live(args: argparse.Namespace) -> int:
+    command = list(args.job)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise UsageError(
+            "live needs the job's command after --, e.g. logsleuth live -- torchrun ..."
+        )
+    if args.nproc and command[0].endswith(".py"):
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc-per-node={args.nproc}",
+            *command,
+        ]
+    extra = {"LOGSLEUTH_BACKEND": args.backend} if args.backend else {}
+    return _live(args, command, extra, args.nproc)
+
+
+def _run_repro(args: argparse.Namespace) -> int:
+    import importlib.util
+    import subprocess
+
+    from logsleuth.repro import SCENARIOS, build_command, build_env, find_scenario
+
+    if args.repro_command in (None, "list"):
+        width = max(len(s.name) for s in SCENARIOS)
+        for each in SCENARIOS:
+            sys.stdout.write(f"{each.name:<{width}}  {each.description}\n")
+        return EXIT_OK
+    scenario = find_scenario(args.name)
+    if importlib.util.find_spec("torch") is None:
+        raise UsageError("the repro scenarios need torch: pip install 'logsleuth[live]'")
+    command = build_command(scenario, args.nproc)
+    env = build_env(args.backend, args.culprit, None)
+    if args.live:
+        return _live(args, command, env, args.nproc)
+    try:
+        return subprocess.run(command, env={**os.environ, **env}, check=False).returncode
+    except OSError as exc:
+        raise UsageError(f"{command[0]}: cannot run: {exc.strerror or exc}") from exc
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit code."""
     parser = build_parser()
@@ -150,6 +372,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "analyze":
             return _run_analyze(args)
+        if args.command == "live":
+            return _run_live(args)
+        if args.command == "repro":
+            return _run_repro(args)
+        if args.command == "coverage":
+            return _run_coverage(args)
         return _run_explain(args)
     except LogsleuthError as exc:
         sys.stderr.write(f"{PROG}: error: {exc}\n")

@@ -11,7 +11,9 @@ from logsleuth.analysis.index import EvidenceIndex, Proc, Stream, build_index
 from logsleuth.analysis.rules.base import evidence_of
 from logsleuth.analysis.rules.registry import RULES
 from logsleuth.analysis.rules.stacks import proc_stacks
-from logsleuth.analysis.stacks import build_stack_classes, classify_dump
+from logsleuth.analysis.stack_classify import classify_dump
+from logsleuth.analysis.stacks import build_stack_classes
+from logsleuth.analysis.topology import build_topology_views
 from logsleuth.model.base import Event, InputSummary
 from logsleuth.model.diagnosis import (
     SEVERITIES,
@@ -75,6 +77,8 @@ def _inconclusive(index: EvidenceIndex) -> Finding | None:
     unexplained += [w for w in index.warns if w.family == "other"]
     unexplained += [t for t in index.traces if t.code != 0]
     unexplained += index.failures
+    stalled = [m for m in index.manifests if m.stalled_at]
+    unexplained += stalled
     if not unexplained:
         return None
     evidence, total = evidence_of(unexplained)
@@ -85,8 +89,15 @@ def _inconclusive(index: EvidenceIndex) -> Finding | None:
         severity="error",
         title="errors were logged but the evidence does not show their cause",
         detail=(
-            f"{total} error line(s) were found (NCCL WARNs, error back-traces or failed "
-            "processes), but none matches a known failure pattern. The first ones are quoted."
+            (
+                f"logsleuth live saw the job stop making progress (at {stalled[0].stalled_at}), "
+                "but the evidence captured does not show why. "
+                if stalled
+                else ""
+            )
+            + f"{total} line(s) of evidence point at a failure (NCCL WARNs, error back-traces, "
+            "failed processes or a detected stall), but none matches a known failure pattern. "
+            "The first ones are quoted."
         ),
         confidence=0.3,
         evidence=evidence,
@@ -401,4 +412,5 @@ def diagnose(
         inputs=input_views,
         gaps=_gaps(index, input_views),
         version=version,
+        topology=build_topology_views(index, findings),
     )

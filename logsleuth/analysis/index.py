@@ -162,7 +162,8 @@ class EvidenceIndex:
         return where or "an unknown process"
 
 
-def _comm_key(event: NcclCommInit) -> str:
+def comm_key(event: NcclCommInit) -> str:
+    """Return the key that identifies the communicator an Init line belongs to."""
     if event.comm_id:
         return event.comm_id
     if event.parent is not None:
@@ -206,7 +207,7 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
                 proc.local_rank = origin.local_rank
         if isinstance(event, NcclCommInit):
             inits.append(event)
-            key = _comm_key(event)
+            key = comm_key(event)
             comm_of[(origin.host, origin.pid, event.comm)] = key
             state = index.comms.setdefault(key, CommState(key=key))
             state.nranks = event.nranks
@@ -265,6 +266,8 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
                 targets = [index.proc((entry.host, entry.pid))]
             for proc in targets:
                 _set_rank(proc, entry.rank, "manifest", order["manifest"])
+                if proc.host is None:
+                    proc.host = entry.host  # a stack dump names no host; the manifest does
                 proc.local_rank = (
                     entry.local_rank if entry.local_rank is not None else proc.local_rank
                 )
@@ -320,7 +323,7 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
     current: dict[Stream, str] = {}
     for event in events:
         if isinstance(event, NcclCommInit) and event.phase == "START":
-            current[(event.origin.host, event.origin.pid)] = _comm_key(event)
+            current[(event.origin.host, event.origin.pid)] = comm_key(event)
         elif isinstance(event, NcclCollective):
             origin = event.origin
             stream = (origin.host, origin.pid)

@@ -7,6 +7,7 @@ for the others (a healthy run has no error finding at all).
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,17 @@ def test_gloo_hang_without_the_launcher_log_still_names_the_process() -> None:
     assert d.verdict.kind == "non-collective-stall"
     assert d.verdict.culprit_ranks == ()
     assert d.verdict.culprit_pids == (13273,)
+
+
+def test_split_communicators_sharing_a_comm_id_are_not_duplicate_gpus(tmp_path: Path) -> None:
+    """ncclCommSplit children print their parent's commId; their ranks reuse numbers and GPUs."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.synth import generate
+
+    truth = generate(
+        tmp_path, ranks=16, hosts=2, ops=30, fault="missing-collective", culprit=5, comms=3, seed=3
+    )
+    d = analyze([str(tmp_path)]).diagnosis
+    assert not [f for f in d.findings if f.kind == "duplicate-gpu"]
+    assert d.verdict.kind == "missing-collective"
+    assert list(d.verdict.culprit_ranks) == truth["culprit_ranks"] == [5]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -446,3 +447,90 @@ class CollectiveTimeout(Rule):
 
 def _fmt(ranks: Iterable[int]) -> str:
     return format_ranks(ranks) or "?"
+
+
+_SIZE_CHECK = re.compile(
+    r"Is there a distributed collective mismatch|Received data size doesn't match expected size"
+    r"|message truncated : receiving \d+ bytes instead of \d+",
+    re.IGNORECASE,
+)
+_BYTES = re.compile(r"(\d+) vs (\d+)|receiving (\d+) bytes instead of (\d+)")
+
+
+class TransportSizeCheck(Rule):
+    """The transport itself saw a message of the wrong size: ranks called mismatched collectives.
+
+    Symptom:
+        gloo aborts with ``op.preamble.length <= op.nbytes. 1024 vs 512. Received data size
+        doesn't match expected size. Is there a distributed collective mismatch in your
+        code?``, or NCCL's socket transport warns ``message truncated : receiving N bytes
+        instead of M``; the detecting process dies (SIGABRT) and its peers then lose their
+        connections.
+
+    Likely causes:
+        Ranks passing tensors of different sizes to the same collective (a last batch of a
+        different size, shapes that depend on the rank's data), or ranks calling different
+        collectives at the same point.
+
+    What to check:
+        Tensor shapes at the failing call on every rank (log ``tensor.shape`` before the
+        call, or run with ``TORCH_DISTRIBUTED_DEBUG=DETAIL`` to make PyTorch compare them
+        and name the ranks). The process that detected the mismatch is usually not the one
+        that sent the odd size.
+    """
+
+    code = "LS108"
+    name = "collective.size_check"
+    kind = "collective-mismatch"
+
+    def check(self, index: EvidenceIndex) -> Iterable[Finding]:
+        hits: list[Event] = []
+        for event in (*index.torch, *index.warns):
+            text = " ".join(
+                str(getattr(event, name, "") or "")
+                for name in ("reason", "detail", "message", "exc_message")
+            )
+            if _SIZE_CHECK.search(text):
+                hits.append(event)
+        if not hits:
+            return
+        first = hits[0]
+        text = " ".join(
+            str(getattr(first, n, "") or "") for n in ("reason", "message", "exc_message")
+        )
+        sizes = _BYTES.search(text)
+        got = expected = None
+        if sizes:
+            got, expected = (
+                (sizes.group(1), sizes.group(2))
+                if sizes.group(1)
+                else (sizes.group(3), sizes.group(4))
+            )
+        detectors = sorted(
+            {f.rank for f in index.failures if f.rank is not None and f.signal == "SIGABRT"}
+        )
+        yield self.finding(
+            severity="critical",
+            title="the transport received a message of the wrong size: ranks called mismatched collectives"
+            + (f" ({got} bytes where {expected} were expected)" if got else ""),
+            detail=(
+                "The communication library checked the size of an incoming message against the "
+                "collective this rank had posted and they differ, so the ranks did not call the "
+                "same collective with the same sizes."
+                + (
+                    f" The check failed on rank(s) {format_ranks(detectors)}, which then aborted;"
+                    " the rank that sent the odd size is one of its peers and cannot be told from "
+                    "this message."
+                    if detectors
+                    else " Which rank sent the odd size cannot be told from this message."
+                )
+            ),
+            events=hits,
+            confidence=0.75,
+            next_steps=(
+                "Re-run with TORCH_DISTRIBUTED_DEBUG=DETAIL: PyTorch then compares collective "
+                "shapes across ranks before running them and names the rank that differs.",
+                "Log the tensor shapes passed to the failing call (the quoted stack) on every rank; "
+                "look for a last batch of another size or rank-dependent shapes.",
+            ),
+        )

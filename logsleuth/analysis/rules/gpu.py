@@ -10,6 +10,7 @@ from logsleuth.analysis.rules.base import Rule, culprits, describe
 from logsleuth.analysis.rules.streams import first_by_time, stream_of, traces_of
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
+from logsleuth.model.nccl import NcclCommInit
 from logsleuth.model.ranks import format_ranks
 
 
@@ -36,7 +37,6 @@ class DuplicateGpu(Rule):
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         groups: dict[tuple[str | None, str], set[int]] = defaultdict(set)
-        seen: dict[tuple[str | None, str], list[int]]
         events: dict[tuple[str | None, str], list[Event]] = defaultdict(list)
         for warn in index.warns:
             if warn.family != "duplicate-gpu":
@@ -48,15 +48,23 @@ class DuplicateGpu(Rule):
                 if value is not None and value.lstrip("-").isdigit():
                     groups[key].add(int(value))
             events[key].append(warn)
+        # Two *processes* initialising one communicator on the same host and busId share a
+        # GPU. Comparing processes, not rank numbers, keeps split communicators that print
+        # one commId (and so share an index key) from looking like duplicates.
         for state in index.comms.values():
-            seen = defaultdict(list)
-            for rank, init in state.started.items():
+            seen: dict[tuple[str | None, str], dict[tuple[str | None, int | None], NcclCommInit]]
+            seen = defaultdict(dict)
+            for init in state.started.values():
                 if init.bus_id:
-                    seen[(init.origin.host, init.bus_id)].append(rank)
-            for key, sharing in seen.items():
-                if len(set(sharing)) > 1 and key not in groups:
-                    groups[key].update(sharing)
-                    events[key].extend(state.started[r] for r in sharing)
+                    seen[(init.origin.host, init.bus_id)][(init.origin.host, init.origin.pid)] = (
+                        init
+                    )
+            for key, by_process in seen.items():
+                if len(by_process) > 1 and key not in groups:
+                    for stream, init in by_process.items():
+                        rank = index.rank_of(*stream)
+                        groups[key].add(rank if rank is not None else init.rank)
+                        events[key].append(init)
         # Excerpts often miss some ranks' WARN; a process on the same host and CUDA device whose
         # init failed with "invalid usage" (-> 5) is in the same situation.
         for (host, _bus), ranks in groups.items():

@@ -8,7 +8,8 @@ from collections.abc import Iterable
 from logsleuth.analysis.index import EvidenceIndex
 from logsleuth.analysis.rules.base import Rule
 from logsleuth.model.diagnosis import Finding
-from logsleuth.model.torch import PythonTraceback, WatchdogError, WatchdogTimeout
+from logsleuth.model.ranks import format_ranks
+from logsleuth.model.torch import ChildFailure, PythonTraceback, WatchdogError, WatchdogTimeout
 
 
 class ProcessDied(Rule):
@@ -33,6 +34,60 @@ class ProcessDied(Rule):
     name = "process.died"
     kind = "process-died"
 
+    def _left_early(self, index: EvidenceIndex, failures: list[ChildFailure]) -> Finding | None:
+        """A rank that finished (exit 0) while the others still needed it.
+
+        torchrun lists only failed workers. When every listed rank failed because its
+        peers went away (connection closed/reset) and some ranks of the world are not
+        listed, those ranks left the job early: they are the cause.
+        """
+        world = _world(index)
+        failed = {f.rank for f in failures if f.rank is not None}
+        absent = sorted(world - failed)
+        if not failed or not absent or len(absent) >= len(failed):
+            return None
+        texts = [
+            f"{e.exc_type or ''} {e.exc_message or ''}"
+            for e in index.torch
+            if isinstance(e, PythonTraceback)
+        ] + [getattr(e, "message", "") for e in index.torch if type(e).__name__ == "GlooError"]
+        if not any(_PEER_GONE.search(t) for t in texts):
+            return None
+        hosts: list[str] = []
+        pids: list[int] = []
+        for rank in absent:
+            proc = index.proc_of_rank(rank)
+            if proc is not None and proc.host:
+                hosts.append(proc.host)
+            if proc is not None and proc.pid is not None:
+                pids.append(proc.pid)
+        peer_errors = [
+            e
+            for e in index.torch
+            if isinstance(e, PythonTraceback)
+            and _PEER_GONE.search(f"{e.exc_type or ''} {e.exc_message or ''}")
+        ]
+        return self.finding(
+            severity="critical",
+            title=f"rank(s) {format_ranks(absent)} left the job early; the other ranks then lost their peers",
+            detail=(
+                f"torchrun's failure summary lists ranks {format_ranks(failed)}, all failing because "
+                f"a peer closed its connection, and not rank(s) {format_ranks(absent)}: those "
+                "exited without error while the others still expected them in a collective."
+            ),
+            events=[*peer_errors[:3], *failures[:3]],
+            ranks=absent,
+            hosts=hosts,
+            pids=pids,
+            confidence=0.7,
+            next_steps=(
+                f"Look for a return, break or sys.exit(0) on rank(s) {format_ranks(absent)} before "
+                "the end of the training loop (uneven data: one rank runs out of batches first).",
+                "Give every rank the same number of steps (DistributedSampler with drop_last, or "
+                "the Join context manager for uneven inputs).",
+            ),
+        )
+
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         tracebacks = [
             e for e in index.torch if isinstance(e, PythonTraceback) and e.rank is not None
@@ -40,6 +95,10 @@ class ProcessDied(Rule):
         tracebacks = [t for t in tracebacks if not _benign_exception(t.exc_type, t.exc_message)]
         failures = [f for f in index.failures if f.exitcode not in (None, 0)]
         if not tracebacks and not failures:
+            return
+        early = None if tracebacks else self._left_early(index, failures)
+        if early is not None:
+            yield early
             return
         if tracebacks:
             first = tracebacks[0]
@@ -128,6 +187,19 @@ _CONSEQUENCE_TYPES = frozenset(
 _CONSEQUENCE_TEXT = re.compile(
     r"communicator was aborted|Watchdog caught|timed out|NCCL error|remote process exited"
     r"|Connection reset|Broken pipe|Connection closed by peer",
+    re.IGNORECASE,
+)
+
+
+def _world(index: EvidenceIndex) -> set[int]:
+    if index.world_size:
+        return set(range(index.world_size))
+    return {e.rank for m in index.manifests for e in m.ranks}
+
+
+_PEER_GONE = re.compile(
+    r"Connection closed by peer|Connection reset by peer|Broken pipe|remote process exited"
+    r"|Connection refused",
     re.IGNORECASE,
 )
 

@@ -7,12 +7,15 @@ from logsleuth.analysis.rules.collectives import (
     CollectiveMismatch,
     CollectiveTimeout,
     MissingCollective,
+    TransportSizeCheck,
 )
-from logsleuth.analysis.rules.config import NcclVersionMismatch, SocketFallback
+from logsleuth.analysis.rules.config import NcclVersionMismatch
+from logsleuth.analysis.rules.flight import FlightRecorderMismatch
 from logsleuth.analysis.rules.gpu import CudaError, DuplicateGpu, ShmExhausted
 from logsleuth.analysis.rules.network import BootstrapFailure, IbCompletionError, RemoteClosed
 from logsleuth.analysis.rules.process import ProcessDied
-from logsleuth.analysis.rules.stacks import InitStall, NonCollectiveStall
+from logsleuth.analysis.rules.stacks import CollectiveDivergence, InitStall, NonCollectiveStall
+from logsleuth.analysis.rules.topology import TOPOLOGY_RULES
 from logsleuth.analysis.rules.watchdog import WatchdogStuck
 
 RULES: tuple[type[Rule], ...] = tuple(
@@ -21,7 +24,10 @@ RULES: tuple[type[Rule], ...] = tuple(
             MissingCollective,
             CollectiveMismatch,
             CollectiveTimeout,
+            TransportSizeCheck,
+            FlightRecorderMismatch,
             NonCollectiveStall,
+            CollectiveDivergence,
             InitStall,
             BootstrapFailure,
             IbCompletionError,
@@ -31,8 +37,8 @@ RULES: tuple[type[Rule], ...] = tuple(
             ShmExhausted,
             CudaError,
             NcclVersionMismatch,
-            SocketFallback,
             WatchdogStuck,
+            *TOPOLOGY_RULES,
         ),
         key=lambda r: r.code,
     )

@@ -6,8 +6,9 @@ from collections.abc import Iterable, Sequence
 
 from logsleuth.analysis.index import EvidenceIndex
 from logsleuth.analysis.rules.base import Rule
-from logsleuth.analysis.stacks import ProcStack, build_stack_classes, process_role
-from logsleuth.model.diagnosis import Finding, StackClass
+from logsleuth.analysis.stack_classify import call_site_frame, process_role
+from logsleuth.analysis.stacks import ProcStack, build_stack_classes
+from logsleuth.model.diagnosis import Evidence, Finding, StackClass
 from logsleuth.model.ranks import format_ranks, parse_ranks
 from logsleuth.model.stacks import StackDump
 
@@ -50,6 +51,26 @@ def _dumps_for(procs: Sequence[ProcStack], cls: StackClass) -> list[StackDump]:
     ranks = set(parse_ranks(cls.ranks)) if cls.ranks else set()
     pids = set(cls.pids)
     return [p.dump for p in procs if (p.rank is not None and p.rank in ranks) or (p.pid in pids)]
+
+
+def _quote_dumps(dumps: Iterable[StackDump]) -> list[Evidence]:
+    """Quote each dump's header, its main thread's innermost frame and its call site.
+
+    Process by process, so that with many culprits the first ones are quoted whole within
+    the evidence limit. The innermost frame is the innermost Python frame when there is one (native frames of
+    ``--native`` dumps differ from process to process), the frame a finding's detail names.
+    """
+    quoted: list[Evidence] = []
+    for dump in dumps:
+        quoted.append(Evidence(dump.ref.source, dump.ref.line, dump.text))
+        main = dump.main_thread()
+        frames = main.frames if main else ()
+        innermost = next((f for f in frames if not f.native), frames[0] if frames else None)
+        for frame in (innermost, call_site_frame(dump)):
+            line = dump.quote(frame) if frame is not None else None
+            if line is not None:
+                quoted.append(line)
+    return quoted
 
 
 class NonCollectiveStall(Rule):
@@ -119,7 +140,7 @@ class NonCollectiveStall(Rule):
                 severity="critical",
                 title=title,
                 detail=detail + f" Innermost frame: {top}.",
-                events=dumps,
+                evidence=_quote_dumps(dumps),
                 ranks=ranks,
                 hosts=cls.hosts,
                 pids=cls.pids,
@@ -214,7 +235,7 @@ class InitStall(Rule):
                     severity="critical",
                     title=f"ranks {cls.ranks or cls.pids} are still initializing while others run collectives",
                     detail=f"Main thread in process-group initialization at {cls.call_site or cls.frames[0]}.",
-                    events=_dumps_for(procs, cls),
+                    evidence=_quote_dumps(_dumps_for(procs, cls)),
                     ranks=parse_ranks(cls.ranks) if cls.ranks else (),
                     hosts=cls.hosts,
                     pids=cls.pids,
@@ -224,6 +245,118 @@ class InitStall(Rule):
                         "Dump their stacks again to see whether rendezvous progresses.",
                     ),
                 )
+        # The mirror case: most ranks wait in rendezvous for a few that never got there.
+        waiting = sum(c.count for c in in_init)
+        elsewhere = [c for c in classes if c.category not in ("init", "collective", "idle")]
+        late = sum(c.count for c in elsewhere)
+        if in_init and elsewhere and not others and waiting >= late:
+            for cls in elsewhere:
+                who = _who(cls)
+                where = _CATEGORY_WORDS.get(cls.category, "in its own code")
+                site = f" at {cls.call_site}" if cls.call_site else ""
+                yield self.finding(
+                    severity="critical",
+                    title=f"{who} never reached init_process_group; {waiting} rank(s) wait for it in rendezvous",
+                    detail=(
+                        f"{waiting} rank(s) are blocked in process-group initialization (rendezvous "
+                        f"waits for every rank), while {who} is {where}{site} and has not called it."
+                    ),
+                    evidence=_quote_dumps(_dumps_for(procs, cls)),
+                    ranks=parse_ranks(cls.ranks) if cls.ranks else (),
+                    hosts=cls.hosts,
+                    pids=cls.pids,
+                    confidence=0.8 if waiting > late else 0.5,
+                    next_steps=(
+                        f"Read what {who} does before init_process_group{site}: slow data "
+                        "preparation, a download or a lock there delays the whole job.",
+                        "Create the process group first thing, or raise the rendezvous timeout "
+                        "(init_process_group(timeout=...)) if the preparation is legitimately long.",
+                    ),
+                )
+
+
+class CollectiveDivergence(Rule):
+    """Most ranks wait in one collective while a few wait in a different one.
+
+    Symptom:
+        Stack dumps show the majority of ranks inside one torch.distributed call (for
+        example ``all_reduce`` at ``train.py:15``) and a minority inside another
+        (``barrier``, ``broadcast``, or the same operation from another call site). Each
+        side waits for the other forever.
+
+    Likely causes:
+        A rank that skipped a collective (rank-dependent condition, an early ``continue``
+        or ``break``) and went on to the next one; collectives issued in a different order
+        on different ranks; an extra collective on a few ranks (logging, evaluation or
+        checkpointing done on rank 0 with a collective inside).
+
+    What to check:
+        The two call sites named in the finding and the code between them on the odd
+        ranks; ``TORCH_DISTRIBUTED_DEBUG=DETAIL`` reports the mismatch with both calls.
+    """
+
+    code = "LS107"
+    name = "stacks.divergent_collective"
+    kind = "missing-collective"
+
+    def check(self, index: EvidenceIndex) -> Iterable[Finding]:
+        procs = proc_stacks(index)
+        if len(procs) < 2:
+            return
+        waiting = [c for c in build_stack_classes(procs) if c.category == "collective"]
+        groups: dict[tuple[str, str], list[StackClass]] = {}
+        for cls in waiting:
+            groups.setdefault((cls.collective or "?", cls.call_site or "?"), []).append(cls)
+        if len(groups) < 2:
+            return
+        ordered = sorted(groups.items(), key=lambda kv: (-sum(c.count for c in kv[1]), kv[0]))
+        (ref_op, ref_site), ref_classes = ordered[0]
+        ref_count = sum(c.count for c in ref_classes)
+        for (op, site), classes in ordered[1:]:
+            count = sum(c.count for c in classes)
+            tie = count == ref_count
+            for cls in classes:
+                who = _who(cls)
+                same_op = op == ref_op
+                kind = "collective-mismatch" if same_op else "missing-collective"
+                if same_op:
+                    title = f"{who} wait(s) in {op} from {site} while {ref_count} rank(s) wait in {op} from {ref_site}"
+                else:
+                    title = f"{who} never entered {ref_op} at {ref_site} that {ref_count} rank(s) wait in; it waits in {op} at {site}"
+                detail = (
+                    f"{ref_count} rank(s) are blocked in {ref_op} called from {ref_site}; {who} "
+                    f"is blocked in {op} called from {site}. Neither side can finish."
+                )
+                if tie:
+                    detail += (
+                        " The two sides are equally large, so which one diverged is uncertain."
+                    )
+                yield Finding(
+                    code=self.code,
+                    name=self.name,
+                    kind=kind,
+                    severity="critical",
+                    title=title,
+                    detail=detail,
+                    ranks=tuple(parse_ranks(cls.ranks)) if cls.ranks else (),
+                    hosts=tuple(cls.hosts),
+                    pids=tuple(cls.pids),
+                    confidence=0.45 if tie else 0.8,
+                    evidence=tuple(_quote_dumps(_dumps_for(procs, cls)))[:8],
+                    evidence_total=cls.count,
+                    next_steps=(
+                        f"Read the code between {ref_site} and {site} on {who}: which condition "
+                        f"made it skip or reorder {ref_op}?",
+                        "Re-run with TORCH_DISTRIBUTED_DEBUG=DETAIL to get the desync report.",
+                    ),
+                )
+
+
+def _who(cls: StackClass) -> str:
+    if cls.ranks:
+        ranks = parse_ranks(cls.ranks)
+        return f"rank {cls.ranks}" if len(ranks) == 1 else f"ranks {cls.ranks}"
+    return "pid " + ", ".join(map(str, cls.pids))
 
 
 def _fmt(ranks: Iterable[int]) -> str:

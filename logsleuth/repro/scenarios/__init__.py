@@ -1,0 +1,1 @@
+"""The scenario scripts; each runs as ``__main__`` under torchrun, one process per rank."""

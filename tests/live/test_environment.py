@@ -1,0 +1,35 @@
+"""The diagnostics environment: what live mode sets, and what it leaves to the user."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from logsleuth.live.environment import RUN_MARKER, diagnostics_env, job_env, recorded_env
+
+
+def test_diagnostics_point_into_the_bundle(tmp_path: Path) -> None:
+    env = diagnostics_env(tmp_path / "b", nccl_subsys="INIT,COLL")
+    out = (tmp_path / "b").resolve()
+    assert env["NCCL_DEBUG"] == "INFO"
+    assert env["NCCL_DEBUG_SUBSYS"] == "INIT,COLL"
+    assert env["NCCL_DEBUG_FILE"] == f"{out}/nccl/%h.%p.log"
+    assert env["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] == f"{out}/fr/rank_"
+    assert env["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"] == f"{out}/fr/pipe_"
+    assert env["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1"
+    assert env["TORCH_FR_BUFFER_SIZE"] == env["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "2000"
+    assert env["TORCH_CPP_LOG_LEVEL"] == "INFO"
+    assert env["PYTHONUNBUFFERED"] == env["PYTHONFAULTHANDLER"] == "1"
+    assert "TORCH_DISTRIBUTED_DEBUG" not in env
+    assert diagnostics_env(tmp_path, distributed_debug=True)["TORCH_DISTRIBUTED_DEBUG"] == "DETAIL"
+
+
+def test_the_users_own_settings_win(tmp_path: Path) -> None:
+    base = {"NCCL_DEBUG": "WARN", "PATH": "/bin"}
+    env = job_env(base, diagnostics_env(tmp_path), "run-1")
+    assert env["NCCL_DEBUG"] == "WARN"
+    assert env["NCCL_DEBUG_SUBSYS"] == "INIT,COLL,NET"
+    assert env["PATH"] == "/bin"
+    assert env[RUN_MARKER] == "run-1"
+    recorded = recorded_env(env)
+    assert recorded["NCCL_DEBUG"] == "WARN"
+    assert "PATH" not in recorded and RUN_MARKER not in recorded
