@@ -103,19 +103,51 @@ class EvidenceIndex:
 
     procs: dict[Stream, Proc] = field(default_factory=dict)
     comms: dict[str, CommState] = field(default_factory=dict)
-    warns: list[NcclWarn] = field(default_factory=list)
-    traces: list[NcclErrorTrace] = field(default_factory=list)
-    notes: list[NcclInfoNote] = field(default_factory=list)
-    interfaces: list[NcclInterface] = field(default_factory=list)
-    net_devices: list[NcclNetDevices] = field(default_factory=list)
-    dumps: list[StackDump] = field(default_factory=list)
-    failures: list[ChildFailure] = field(default_factory=list)
     torch: list[Event] = field(default_factory=list)
-    manifests: list[BundleManifest] = field(default_factory=list)
     inputs: list[InputSummary] = field(default_factory=list)
     by_type: dict[type[Event], list[Event]] = field(default_factory=dict)
     truncated_sources: set[str] = field(default_factory=set)
     world_size: int | None = None
+
+    @property
+    def warns(self) -> list[NcclWarn]:
+        """NCCL WARN lines, in input order."""
+        return self.all_of(NcclWarn)
+
+    @property
+    def traces(self) -> list[NcclErrorTrace]:
+        """NCCL error back-trace lines (``file.cc:N -> code``)."""
+        return self.all_of(NcclErrorTrace)
+
+    @property
+    def notes(self) -> list[NcclInfoNote]:
+        """Recognized INFO facts without a richer type."""
+        return self.all_of(NcclInfoNote)
+
+    @property
+    def interfaces(self) -> list[NcclInterface]:
+        """Bootstrap / socket interface choices."""
+        return self.all_of(NcclInterface)
+
+    @property
+    def net_devices(self) -> list[NcclNetDevices]:
+        """``NET/IB : Using ...`` device lists."""
+        return self.all_of(NcclNetDevices)
+
+    @property
+    def dumps(self) -> list[StackDump]:
+        """Stack dumps of processes."""
+        return self.all_of(StackDump)
+
+    @property
+    def failures(self) -> list[ChildFailure]:
+        """torchrun failure-summary entries."""
+        return self.all_of(ChildFailure)
+
+    @property
+    def manifests(self) -> list[BundleManifest]:
+        """Bundle manifests written by live mode."""
+        return self.all_of(BundleManifest)
 
     def all_of(self, event_type: type[E]) -> list[E]:
         """Return every event of exactly ``event_type``, in input order."""
@@ -227,23 +259,9 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
                 index.proc(stream).net_plugin = event.plugin
         elif isinstance(event, NcclNetwork):
             index.proc(stream).network = event.name
-        elif isinstance(event, NcclWarn):
-            index.warns.append(event)
-        elif isinstance(event, NcclErrorTrace):
-            index.traces.append(event)
-        elif isinstance(event, NcclInfoNote):
-            index.notes.append(event)
-        elif isinstance(event, NcclInterface):
-            index.interfaces.append(event)
-        elif isinstance(event, NcclNetDevices):
-            index.net_devices.append(event)
-        elif isinstance(event, StackDump):
-            index.dumps.append(event)
-        elif isinstance(event, ChildFailure):
-            index.failures.append(event)
-        elif isinstance(event, BundleManifest):
-            index.manifests.append(event)
-        elif type(event).__module__.endswith("model.torch"):
+        elif type(event).__module__.endswith("model.torch") and not isinstance(
+            event, ChildFailure
+        ):
             index.torch.append(event)
 
     # The world communicator is the largest; a process's rank in it is its global rank.
