@@ -259,9 +259,7 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
                 index.proc(stream).net_plugin = event.plugin
         elif isinstance(event, NcclNetwork):
             index.proc(stream).network = event.name
-        elif type(event).__module__.endswith("model.torch") and not isinstance(
-            event, ChildFailure
-        ):
+        elif type(event).__module__.endswith("model.torch") and not isinstance(event, ChildFailure):
             index.torch.append(event)
 
     # The world communicator is the largest; a process's rank in it is its global rank.
