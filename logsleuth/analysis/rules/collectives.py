@@ -17,7 +17,7 @@ _BYTE_TYPES = (0, 1)
 """ncclInt8/ncclUint8: the dtype of torch's ``*_object`` collectives (pickled bytes)."""
 
 
-def _coverage(index: EvidenceIndex, state: CommState) -> float:
+def _coverage(state: CommState) -> float:
     """Share of the communicator's ranks whose logs we have (1.0 when unknown)."""
     if not state.nranks:
         return 1.0
@@ -70,7 +70,7 @@ class MissingCollective(Rule):
             if len(behind) <= len(ahead):
                 yield self._never_entered(index, state, ahead, behind, last, top)
             else:
-                yield self._extra_call(index, state, ahead, behind, last, top)
+                yield self._extra_call(index, state, ahead, behind, top)
 
     def _record(self, state: CommState, stream: Stream, op_count: int) -> OpRecord | None:
         for record in reversed(state.ops[stream]):
@@ -91,7 +91,7 @@ class MissingCollective(Rule):
         op = sample.op if sample else "collective"
         ranks, hosts, pids = culprits(index, behind)
         tie = len(behind) == len(ahead)
-        confidence = (0.45 if tie else 0.85) * (0.6 + 0.4 * _coverage(index, state))
+        confidence = (0.45 if tie else 0.85) * (0.6 + 0.4 * _coverage(state))
         events: list[Event] = []
         for stream in behind:
             record = self._record(state, stream, last[stream])
@@ -133,7 +133,6 @@ class MissingCollective(Rule):
         state: CommState,
         ahead: list[Stream],
         behind: list[Stream],
-        last: dict[Stream, int],
         top: int,
     ) -> Finding:
         sample = self._record(state, ahead[0], top)
@@ -153,7 +152,7 @@ class MissingCollective(Rule):
             hosts=hosts,
             pids=pids,
             communicator=state.key,
-            confidence=0.7 * (0.6 + 0.4 * _coverage(index, state)),
+            confidence=0.7 * (0.6 + 0.4 * _coverage(state)),
             next_steps=(
                 "Find the rank-conditional collective on the culprit (logging, metrics, "
                 "checkpointing done on one rank with a collective inside).",
@@ -216,7 +215,7 @@ class CollectiveMismatch(Rule):
             bad = by_stream[odd[0]]
             what = self._difference(ref, bad)
             ranks, hosts, pids = culprits(index, odd)
-            confidence = (0.5 if tie else 0.85) * (0.6 + 0.4 * _coverage(index, state))
+            confidence = (0.5 if tie else 0.85) * (0.6 + 0.4 * _coverage(state))
             events: list[Event] = [by_stream[s].event for s in (*odd, *reference)]
             return self.finding(
                 severity="critical",
