@@ -9,7 +9,7 @@ from logsleuth.analysis.index import EvidenceIndex, Proc
 from logsleuth.analysis.rules.base import Rule
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
-from logsleuth.model.nccl import NcclCudaDriver, NcclNetPlugin, NcclVersion
+from logsleuth.model.nccl import NcclCudaDriver, NcclEnv, NcclNetPlugin, NcclVersion
 
 
 def _host(proc: Proc) -> str:
@@ -126,3 +126,133 @@ class NcclVersionMismatch(Rule):
                 "(or none: NCCL_NET_PLUGIN=none).",
             ),
         )
+
+
+# Variables that are per process or only steer diagnostics: a difference is expected.
+_ENV_PER_PROCESS = frozenset(
+    {
+        "NCCL_DEBUG",
+        "NCCL_DEBUG_SUBSYS",
+        "NCCL_DEBUG_FILE",
+        "NCCL_DEBUG_TIMESTAMP_FORMAT",
+        "NCCL_HOSTID",
+        "NCCL_COMM_ID",
+        "NCCL_TOPO_DUMP_FILE",
+        "NCCL_GRAPH_DUMP_FILE",
+        "NCCL_GRAPH_DUMP_FILE_RANK",
+        "NCCL_TOPO_DUMP_FILE_RANK",
+        "NCCL_PROFILER_PLUGIN",
+        "NCCL_RAS_ENABLE",
+        "NCCL_RAS_ADDR",
+    }
+)
+# Variables whose values must agree across ranks or the protocol itself disagrees
+# (buffer slicing, algorithm and protocol selection are computed independently per rank).
+_ENV_WIRE = frozenset(
+    {"NCCL_BUFFSIZE", "NCCL_PROTO", "NCCL_ALGO", "NCCL_NTHREADS", "NCCL_STEPS", "NCCL_LL128_ENABLE"}
+)
+_UNSET = "(not set)"
+
+
+class NcclEnvMismatch(Rule):
+    """An ``NCCL_*`` environment variable has different values across hosts or ranks.
+
+    Symptom:
+        ``NCCL_IB_DISABLE set by environment to 1`` on one node and not on the others,
+        ``NCCL_SOCKET_IFNAME`` naming different interfaces, ``NCCL_BUFFSIZE`` or
+        ``NCCL_PROTO`` differing between ranks. Ranks then pick different transports,
+        networks or protocols: connections fail, run at a fraction of the bandwidth, or
+        collectives hang because each side slices the data differently.
+
+    Likely causes:
+        A per-node launcher script or ``/etc/nccl.conf`` that differs between nodes, an
+        environment exported in one job step but not propagated by the launcher (``srun
+        --export``, ``mpirun -x``), container images with different defaults.
+
+    What to check:
+        ``env | grep ^NCCL_`` inside the job on every node, ``/etc/nccl.conf`` and
+        ``~/.nccl.conf`` on every node, and how the launcher forwards the environment.
+        Only processes that log ``ENV`` lines are compared; a process without any is
+        not counted as unset.
+    """
+
+    code = "LS403"
+    name = "config.nccl_env"
+    kind = "config-mismatch"
+
+    def check(self, index: EvidenceIndex) -> Iterable[Finding]:
+        by_proc: dict[tuple[str | None, int | None], dict[str, NcclEnv]] = defaultdict(dict)
+        for event in index.all_of(NcclEnv):
+            if event.name.startswith("NCCL_") and event.name not in _ENV_PER_PROCESS:
+                by_proc[(event.origin.host, event.origin.pid)].setdefault(event.name, event)
+        if len(by_proc) < 2:
+            return
+        names = sorted({name for env in by_proc.values() for name in env})
+        for name in names:
+            groups: dict[str, list[tuple[str | None, int | None]]] = defaultdict(list)
+            for key, env in by_proc.items():
+                groups[env[name].value.strip() if name in env else _UNSET].append(key)
+            if len(groups) < 2:
+                continue
+            yield self._finding(index, name, groups, by_proc)
+
+    def _finding(
+        self,
+        index: EvidenceIndex,
+        name: str,
+        groups: dict[str, list[tuple[str | None, int | None]]],
+        by_proc: dict[tuple[str | None, int | None], dict[str, NcclEnv]],
+    ) -> Finding:
+        ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        tie = len(ordered[1][1]) == len(ordered[0][1])
+        odd = [key for _, keys in (ordered if tie else ordered[1:]) for key in keys]
+        procs = [index.procs[key] for key in odd if key in index.procs]
+        hosts = sorted({key[0] or "?" for key in odd})
+        summary = "; ".join(f"{value} on {_where(keys)}" for value, keys in ordered)
+        events = [env[name] for key, env in sorted(by_proc.items(), key=_key_order) if name in env]
+        wire = name in _ENV_WIRE
+        return self.finding(
+            severity="error" if wire else "warning",
+            title=f"{name} differs across the job: {summary}",
+            detail=(
+                f"{name} is not the same in every process ({summary}). "
+                + (
+                    "Each rank derives buffer slicing, algorithm and protocol from it on its own, "
+                    "so ranks that disagree exchange data in different shapes and can hang."
+                    if wire
+                    else "Ranks configured differently can choose different interfaces, "
+                    "transports or channel counts, which fails to connect or slows every "
+                    "collective to the slowest choice."
+                )
+                + (
+                    " Which side is intended cannot be told from the logs; both are named."
+                    if tie
+                    else ""
+                )
+            ),
+            events=events[:64],
+            ranks=sorted({p.rank for p in procs if p.rank is not None}),
+            hosts=hosts,
+            pids=sorted({p.pid for p in procs if p.pid is not None}),
+            confidence=0.7 if wire else 0.5,
+            next_steps=(
+                f"Compare `env | grep ^{name}` and /etc/nccl.conf on {', '.join(hosts[:4])}"
+                + (" and the other hosts" if len(hosts) > 4 else "")
+                + " with the majority of the job.",
+                "Set NCCL_* variables in one place that the launcher forwards to every rank "
+                "(srun --export=ALL, mpirun -x, the torchrun wrapper script).",
+            ),
+        )
+
+
+def _where(keys: list[tuple[str | None, int | None]]) -> str:
+    hosts = sorted({host or "?" for host, _ in keys})
+    procs = f"{len(keys)} process{'' if len(keys) == 1 else 'es'}"
+    if len(hosts) <= 3:
+        return f"{', '.join(hosts)} ({procs})"
+    return f"{len(hosts)} hosts ({procs})"
+
+
+def _key_order(item: tuple[tuple[str | None, int | None], object]) -> tuple[str, int]:
+    (host, pid), _ = item
+    return (host or "", pid if pid is not None else -1)

@@ -9,7 +9,7 @@ from logsleuth.analysis.rules.collectives import (
     MissingCollective,
     TransportSizeCheck,
 )
-from logsleuth.analysis.rules.config import NcclVersionMismatch
+from logsleuth.analysis.rules.config import NcclEnvMismatch, NcclVersionMismatch
 from logsleuth.analysis.rules.flight import FlightRecorderMismatch
 from logsleuth.analysis.rules.gpu import CudaError, DuplicateGpu, ShmExhausted
 from logsleuth.analysis.rules.network import BootstrapFailure, IbCompletionError, RemoteClosed
@@ -37,6 +37,7 @@ RULES: tuple[type[Rule], ...] = tuple(
             ShmExhausted,
             CudaError,
             NcclVersionMismatch,
+            NcclEnvMismatch,
             WatchdogStuck,
             *TOPOLOGY_RULES,
         ),
