@@ -62,6 +62,9 @@ class Run:
     tree_rss_mb: float
     """Largest sum of RSS over the command's process tree, sampled every 10 ms."""
     exit_code: int
+    cpu_seconds: float = 0.0
+    """User + system CPU time of the command and its worker processes: unlike wall time,
+    hardly changed by other jobs competing for the cores."""
 
 
 def _tree_rss(pid: int) -> int:
@@ -85,7 +88,8 @@ def measure(name: str, argv: Sequence[str]) -> Run:
     wrapper = (
         "import resource, subprocess, sys\n"
         "code = subprocess.call(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
-        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, code)\n"
+        "use = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+        "print(use.ru_maxrss, code, use.ru_utime + use.ru_stime)\n"
     )
     start = time.perf_counter()
     proc = subprocess.Popen(
@@ -106,9 +110,9 @@ def measure(name: str, argv: Sequence[str]) -> Run:
     seconds = time.perf_counter() - start
     done.set()
     sampler.join()
-    maxrss_kb, code = (int(x) for x in out.split())
+    maxrss_kb, code, cpu = out.split()
     # The wrapper interpreter itself is in the tree sample; it is small and always there.
-    return Run(name, seconds, maxrss_kb / 1024, peak / 2**20, code)
+    return Run(name, seconds, int(maxrss_kb) / 1024, peak / 2**20, int(code), float(cpu))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -124,6 +128,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the analyze command to time (default: this interpreter's logsleuth)",
     )
     parser.add_argument("--json", action="store_true", help="also print the results as JSON")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="alternate the two runs N times; report medians"
+    )
     args = parser.parse_args(argv)
     hosts = args.hosts or max(1, args.ranks // 8)
     scratch = None
@@ -141,9 +148,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in files:
         with open(name, "rb") as handle:
             lines += sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
+    pairs: list[tuple[Run, Run]] = []
     try:
-        scan = measure("regex scan", [sys.executable, "-c", REGEX_SCAN, *files])
-        full = measure("logsleuth analyze", [*args.analyze.split(), str(directory), "--quiet"])
+        for _ in range(max(1, args.repeat)):
+            scan = measure("regex scan", [sys.executable, "-c", REGEX_SCAN, *files])
+            full = measure("logsleuth analyze", [*args.analyze.split(), str(directory), "--quiet"])
+            pairs.append((scan, full))
     finally:
         if scratch is not None:
             scratch.cleanup()
@@ -151,15 +161,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.ranks} ranks, {hosts} hosts, {args.ops} ops/rank: {len(files)} files, "
         f"{lines:,} lines, {size / 2**20:.0f} MB, {os.cpu_count()} cores"
     )
-    print(f"{'':20} {'wall s':>8} {'lines/s':>12} {'MB/s':>8} {'RSS MB':>8} {'tree RSS MB':>12}")
-    for run in (scan, full):
-        print(
-            f"{run.name:20} {run.seconds:8.2f} {lines / run.seconds:12,.0f} "
-            f"{size / 2**20 / run.seconds:8.1f} {run.peak_rss_mb:8.0f} {run.tree_rss_mb:12.0f}"
-            + (f"  (exit {run.exit_code})" if run.name != "regex scan" else "")
-        )
-    ratio = full.seconds / scan.seconds
-    print(f"analyze / regex scan: {ratio:.2f}x")
+    print(
+        f"{'':20} {'wall s':>8} {'cpu s':>8} {'lines/s':>12} {'MB/s':>8} {'RSS MB':>8}"
+        f" {'tree RSS MB':>12}"
+    )
+    for scan, full in pairs:
+        for run in (scan, full):
+            print(
+                f"{run.name:20} {run.seconds:8.2f} {run.cpu_seconds:8.2f}"
+                f" {lines / run.seconds:12,.0f} {size / 2**20 / run.seconds:8.1f}"
+                f" {run.peak_rss_mb:8.0f} {run.tree_rss_mb:12.0f}"
+                + (f"  (exit {run.exit_code})" if run.name != "regex scan" else "")
+            )
+    ratios = sorted(full.seconds / scan.seconds for scan, full in pairs)
+    cpu_ratios = sorted(full.cpu_seconds / scan.cpu_seconds for scan, full in pairs)
+    ratio = ratios[len(ratios) // 2]
+    cpu_ratio = cpu_ratios[len(cpu_ratios) // 2]
+    print(f"analyze / regex scan: {ratio:.2f}x wall, {cpu_ratio:.2f}x cpu (median of {len(pairs)})")
     if args.json:
         result = {
             "ranks": args.ranks,
@@ -169,8 +187,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "lines": lines,
             "bytes": size,
             "cores": os.cpu_count(),
-            "runs": [asdict(scan), asdict(full)],
+            "runs": [asdict(run) for pair in pairs for run in pair],
             "ratio": ratio,
+            "cpu_ratio": cpu_ratio,
         }
         print(json.dumps(result, indent=2))
     return 0

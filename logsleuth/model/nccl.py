@@ -31,6 +31,22 @@ class NcclVersion(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class NcclVersionRange(Event):
+    """The NCCL releases one stream (host, pid) may run, inferred from its line shapes.
+
+    Spec section 5: a version line pins the release; otherwise each release-specific line
+    shape narrows the range. ``low``/``high`` are ``"2.18.3"``-style strings, ``""`` where
+    the range is open. ``evidence`` lists (feature, line number) pairs that narrowed it.
+    ``ref`` and ``text`` are the first such line.
+    """
+
+    low: str
+    high: str
+    exact: bool = False
+    evidence: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NcclCommInit(Event):
     """An Init START or Init COMPLETE line of a communicator.
 
@@ -114,6 +130,8 @@ class NcclNetDevices(Event):
     devices: tuple[str, ...]  # e.g. ("mlx5_0:1/IB",)
     oob: tuple[str, str] | None = None
     """The out-of-band interface after ``; OOB`` as (name, address)."""
+    truncated: bool = False
+    """NCCL cut the line at 1023 bytes (2.28.9 and older); the cut device is dropped."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -152,7 +170,7 @@ class NcclRing(Event):
     nchannels: int | None
     ranks: tuple[int, ...]
     truncated: bool = False
-    """NCCL cut the dump (``...`` at 127 characters, 2.23.4+)."""
+    """NCCL cut the dump (``...`` at 127 characters, 2.23.4+, or the line at 1023 bytes)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,6 +178,21 @@ class NcclTree(Event):
     """``Trees [0] -1/-1/-1->0->1 [1] ...``: per channel (down0, down1, down2, me, up)."""
 
     channels: tuple[tuple[int, int, int, int, int, int], ...]  # (channel, d0, d1, d2, me, up)
+    truncated: bool = False
+    """NCCL cut the line at 1023 bytes (2.28.9 and older); the cut channel is dropped."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NcclGraphTree(Event):
+    """A GRAPH tree line ``Tree 0 : 0 -> 1 -> 2/-1/-1`` (2.8.3+): one channel's tree edges.
+
+    ``up`` is the parent (-1 at the root), ``down`` the up to three children (-1 = none).
+    """
+
+    channel: int
+    up: int
+    me: int
+    down: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -244,14 +277,17 @@ class NcclWarn(Event):
     Families: ``socket`` (connect/accept/recv/send failures, ``Connection refused``,
     ``Broken pipe``), ``ib-completion`` (``Got completion ... status=12``), ``ib`` (other
     verbs errors), ``cuda`` (``Cuda failure``, ``CUDA error``), ``shm`` (``/dev/shm``),
-    ``duplicate-gpu``, ``proxy``, ``net``, ``timeout``, ``abort``, ``other``.
+    ``duplicate-gpu``, ``proxy``, ``net``, ``timeout``, ``abort`` (also the asynchronous
+    and teardown errors of spec 2.11), ``version`` (``NCCL version mismatch with remote
+    peer``, RAS), ``collective-mismatch`` (2.4.2-2.7.6's own detection), ``other``.
     ``fields`` holds what the family extracted, e.g.
     ``(("peer", "10.0.0.2<44206>"), ("status", "12"))``: duplicate-gpu ``rank``,
     ``other_rank``, ``bus_id``; ib-completion ``peer``, ``status``, ``opcode``, ``len``,
     ``vendor_err``, ``req_type``, ``local_gid``, ``remote_gid``, ``hca``; socket ``func``,
     ``op``, ``peer``, ``error``, ``attempts``; shm ``op``, ``path``, ``size``, ``error``,
     ``errno``; cuda ``code``, ``error``, ``size``; proxy ``op``, ``operation``, ``rank``,
-    ``retcode``, ``op_id``; abort ``comm``, ``state``.
+    ``retcode``, ``op_id``; abort ``comm``, ``state``, ``op``; version ``peer``, ``local``,
+    ``remote``; collective-mismatch ``rank``.
     """
 
     file: str | None
@@ -295,3 +331,42 @@ class NcclCall(Event):
 
     func: str
     args: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NcclProxyDump(Event):
+    """A proxy-state dump (``NCCL_PROXY_DUMP_SIGNAL``, 2.14.3+; spec 3.2), printed bare.
+
+    ``ops`` holds one (pool, index, op_count, kind, sub-ops) per op line; ``op_count`` is
+    the decimal count the dump prints, ``kind`` ``Send``/``Recv``/``Coll``, and each sub-op
+    is (peer, status, channel) with status ``I`` init, ``S`` sending, ``R`` receiving,
+    ``F`` flushing, ``G`` waiting on the GPU, ``D`` done, None when not progressing.
+    ``chained`` says per op whether it was chained to the op before (``| `-> ``).
+    ``leaks`` lists the ``Elem p-i is not in any list:`` elements; ``complete`` is False
+    when the dump ended before its ``[X]`` line.
+    """
+
+    ops: tuple[tuple[int, int, int, str, tuple[tuple[int, str | None, int], ...]], ...]
+    chained: tuple[bool, ...] = ()
+    leaks: tuple[str, ...] = ()
+    complete: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NcclRasReport(Event):
+    """What an ``ncclras`` report (text or ``-f json``, 2.24.3+; spec 2.13) says is wrong.
+
+    ``records`` holds (``#group-comm``, communicator hash, kinds) of each communicator
+    with a problem (the hash is the ``commId`` of Init lines from 2.26.2). ``ranks``
+    holds (rank, GPU, pid, node, what) for each rank the report names: ``what`` is
+    ``missing`` (no data from it) or the error it reported. ``missing_ranks`` are the
+    ranks of the compact 2.24.3-2.25.1 form, ``processes`` (pid, node, GPU) the job
+    processes with no data or considered dead, ``notes`` the other detail lines.
+    """
+
+    version: str | None
+    records: tuple[tuple[str, str, str], ...] = ()
+    ranks: tuple[tuple[int, str, int, str, str], ...] = ()
+    missing_ranks: tuple[int, ...] = ()
+    processes: tuple[tuple[int, str, str], ...] = ()
+    notes: tuple[str, ...] = ()

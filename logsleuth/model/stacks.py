@@ -15,6 +15,8 @@ PYSPY_JSON = "py-spy-json"
 """``StackDump.fmt`` of ``py-spy dump --json`` output."""
 FAULTHANDLER = "faulthandler"
 """``StackDump.fmt`` of CPython faulthandler output."""
+GDB = "gdb"
+"""``StackDump.fmt`` of gdb ``thread apply all bt`` / ``py-bt`` and pstack output."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,7 +74,7 @@ class ThreadStack:
 class StackDump(Event):
     """A whole dump of one process.
 
-    ``fmt`` is ``"py-spy"``, ``"py-spy-json"`` or ``"faulthandler"``. ``pid`` and
+    ``fmt`` is ``"py-spy"``, ``"py-spy-json"``, ``"faulthandler"`` or ``"gdb"``. ``pid`` and
     ``cmdline`` come from the py-spy header when present. ``truncated`` marks a dump cut
     short (file ended mid-thread, NUL padding, ...). ``last_line`` is the last physical
     line that belongs to the dump.
@@ -133,6 +135,14 @@ class StackTreeNode:
     ranks: tuple[int, ...] = ()
     pids: tuple[int, ...] = ()
     children: tuple[StackTreeNode, ...] = ()
+    library: str | None = None
+    """The library the frame runs in (``torch``, ``stdlib``, ``native``); None for user code."""
+    category: str | None = None
+    """Where a stack class ends at this node: its category (``collective``, ``data-loading``)."""
+    collective: str | None = None
+    call_site: str | None = None
+    suspect: str | None = None
+    """``non-collective`` or ``other-collective`` when the class ending here is an outlier."""
 
     def members(self) -> str:
         """Return who passes through this node, as STAT labels an edge: ``0-3,5``, ``pid 7``."""

@@ -3,10 +3,13 @@
 Implements section 4.2 and 4.6 of the NCCL log spec: CR, NUL and ANSI escapes go;
 ``[rank3]:`` / ``[default3]:`` (torchrun), ``[1,3]<stdout>:`` (Open MPI), ``3: `` (srun
 ``--label``), ``(RayWorkerWrapper pid=1019) `` (Ray), ISO ``...Z `` (docker/kubectl) and
-``[YYYY-MM-DD HH:MM:SS] `` (CI, NCCL 2.26+) prefixes are stripped and what they say is
-kept as an :class:`~logsleuth.model.base.Origin` hint. Line-number prefixes from log viewers
-(``451 ``, ``[80746] ``) and srun labels are ambiguous on a single line, so they are only
-stripped when most of a file carries them (:func:`detect_numbering`).
+``[YYYY-MM-DD HH:MM:SS] `` (CI, NCCL 2.26+), ``aws logs tail`` stream names after the ISO
+time (CloudWatch), ``[pod/<pod>/<container>] `` (``kubectl logs --prefix``) and issue-paste
+artefacts (``> `` quote markers, markdown fences) are stripped and what they say is kept as
+an :class:`~logsleuth.model.base.Origin` hint. Line-number prefixes from log viewers
+(``451 ``, ``[80746] ``), srun labels and pdsh host labels (``gpu-a01: ``) are ambiguous on
+a single line, so they are only stripped when most of a file carries them
+(:func:`detect_numbering`).
 """
 
 from __future__ import annotations
@@ -27,8 +30,14 @@ _MPI = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr|stddiag)>:\s?")
 _RAY = re.compile(r"\((?:[\w.]+ )?pid=(\d+)(?:, ip=[\d.]+)?\)\s")
 _ISO = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(?:Z|[+-]\d\d:?\d\d)\s")
 _BRACKET_TIME = re.compile(r"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[.,](\d+))?\]\s")
-_QUOTE = re.compile(r"> ?")
-_PREFIX_FIRST = frozenset("[(>0123456789")
+# "aws logs tail" writes "<ISO time> <log stream> <message>"; stream names hold a '/'.
+_CLOUDWATCH_STREAM = re.compile(r"[\w.\-]+(?:/[\w.\-\[\]$]+)+\s")
+_KUBECTL = re.compile(r"\[pod/([^\s/\]]+)/[^\s\]]+\]\s")
+_QUOTE = re.compile(r"(?:> ?)+")
+# A pasted markdown fence: the whole line (```text) is an artefact, a glued one (```host:..) not.
+_FENCE_LINE = re.compile(r"\s*(?:```|~~~)[\w+.-]*\s*$")
+_FENCE = re.compile(r"```|~~~")
+_PREFIX_FIRST = frozenset("[(>0123456789`~ ")
 """First characters of every prefix that needs no numbering scheme."""
 _RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 
@@ -36,6 +45,7 @@ NUMBERING_SCHEMES: dict[str, re.Pattern[str]] = {
     "viewer": re.compile(r"\s*(\d{1,9})\s(?=\S)"),
     "bracket": re.compile(r"\[(\d{1,9})\]\s(?=\S)"),
     "srun": re.compile(r"\s*(\d{1,6}):\s"),
+    "pdsh": re.compile(r"([A-Za-z][\w.\-]{0,62}): "),
 }
 """Prefixes that are only trusted when a whole file carries them."""
 
@@ -67,6 +77,15 @@ def detect_numbering(sample: Sequence[str]) -> str | None:
             continue
         if name == "srun":
             return name
+        if name == "pdsh":
+            # pdsh labels name a few hosts, and the NCCL lines behind them name the same
+            # host; "RuntimeError: " or "Epoch: " lines do neither.
+            found = [m for line in lines if (m := pattern.match(line))]
+            labels = {m.group(1) for m in found}
+            echoed = any(m.string.startswith(f"{m.group(1)}:", m.end()) for m in found)
+            if echoed and len(labels) * 4 <= len(found):
+                return name
+            continue
         values = [int(n) for n in numbers]
         # Line numbers count up by one; columns of numbers in a table (nccl-tests rows) do not.
         rising = sum(1 for a, b in pairwise(values) if b == a + 1)
@@ -102,6 +121,8 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
         if scheme is not None and (m := scheme.match(text)):
             if numbering == "srun":
                 hint = replace(hint, rank=int(m.group(1)))
+            elif numbering == "pdsh":
+                hint = replace(hint, host=m.group(1))
             text = text[m.end() :]
             scheme = None  # a file is numbered once
         if text.startswith("["):
@@ -117,6 +138,8 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
             elif m := _BRACKET_TIME.match(text):
                 hint = replace(hint, time=_epoch(m.group(1), m.group(2)))
                 text = text[m.end() :]
+            elif m := _KUBECTL.match(text):
+                text = text[m.end() :]
         elif text.startswith("("):
             if m := _RAY.match(text):
                 hint = replace(hint, pid=int(m.group(1)))
@@ -125,8 +148,15 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
             if m := _ISO.match(text):
                 hint = replace(hint, time=_epoch(m.group(1)))
                 text = text[m.end() :]
+                if m := _CLOUDWATCH_STREAM.match(text):
+                    text = text[m.end() :]
         elif text.startswith(">") and (m := _QUOTE.match(text)):
             text = text[m.end() :]
+        elif text[:1] in "`~ ":
+            if _FENCE_LINE.match(text):
+                return "", hint
+            if m := _FENCE.match(text):
+                text = text[m.end() :]
         if text == before:
             break
     if "[repeated" in text:

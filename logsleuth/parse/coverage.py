@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from logsleuth.errors import InputError
-from logsleuth.model.nccl import NcclUnrecognized
+from logsleuth.model.nccl import NcclUnrecognized, NcclVersionRange
 from logsleuth.parse.clean import clean, strip_prefixes
 from logsleuth.parse.discover import InputSource, discover
 from logsleuth.parse.dispatch import _decoded_lines, read_input
@@ -123,6 +123,8 @@ def measure_coverage(paths: Sequence[str]) -> Coverage:
         )
         nccl_events: set[int] = set()
         for event in result.events:
+            if isinstance(event, NcclVersionRange):
+                continue  # a summary of a stream: it stands for no line of its own
             kinds[type(event).__name__] += 1
             if type(event).__module__ == _NCCL_MODULE:
                 nccl_events.add(event.ref.line)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import itertools
 import json
 import multiprocessing
 import os
@@ -29,8 +30,10 @@ from logsleuth.parse.flight_recorder import (
     looks_like_fr_pickle,
     parse_fr_dump,
 )
-from logsleuth.parse.nccl import NcclReader
+from logsleuth.parse.gdb import GdbReader
+from logsleuth.parse.nccl import NcclReader, warm_up
 from logsleuth.parse.pyspy_json import looks_like_pyspy_json, parse_pyspy_json
+from logsleuth.parse.ras import looks_like_ras_json, parse_ras_json
 from logsleuth.parse.stacks import StackReader
 from logsleuth.parse.torchlog import TorchReader
 
@@ -50,21 +53,31 @@ class InputResult:
     """Every unrecognized line's number, only when read with ``audit=True`` (coverage)."""
 
 
-def _decoded_lines(source: InputSource) -> Iterator[str]:
+def _decoded_chunks(source: InputSource) -> Iterator[str]:
+    """Yield the decoded text in pieces of whole lines (each ends in ``\\n`` but the last)."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     with source.open() as handle:
         pending = ""
         try:
             for chunk in iter(lambda: handle.read(1 << 20), b""):
                 text = pending + decoder.decode(chunk)
-                lines = text.split("\n")
-                pending = lines.pop()
-                yield from lines
+                cut = text.rfind("\n") + 1
+                pending = text[cut:]
+                if cut:
+                    yield text[:cut]
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
             raise InputError(source.name, f"corrupt gzip data ({exc})") from exc
         pending += decoder.decode(b"", final=True)
         if pending:
             yield pending
+
+
+def _decoded_lines(source: InputSource) -> Iterator[str]:
+    for chunk in _decoded_chunks(source):
+        lines = chunk.split("\n")
+        if lines[-1] == "":
+            lines.pop()
+        yield from lines
 
 
 def _read_manifest(source: InputSource, text: str, data: object) -> InputResult | None:
@@ -127,6 +140,10 @@ def _read_json(source: InputSource) -> InputResult | None:
         return None
     if isinstance(data, dict) and "schema" in data:
         return _read_manifest(source, text, data)
+    if looks_like_ras_json(data):
+        assert isinstance(data, dict)
+        report = parse_ras_json(data, source.name, text.split("\n", 1)[0])
+        return _whole_file(source, text, (report,), "ras-report")
     if looks_like_fr_json(data):
         assert isinstance(data, dict)
         return _whole_file(source, text, (parse_fr_dump(data, source.name),), "flight-recorder")
@@ -187,14 +204,16 @@ def read_input(
 
 def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -> InputResult:
     nccl = NcclReader(source.name, keep_ops)
-    readers: list[Reader] = [nccl, TorchReader(source.name), StackReader(source.name)]
+    readers: list[Reader] = [
+        nccl,
+        TorchReader(source.name),
+        StackReader(source.name),
+        GdbReader(source.name),
+    ]
     sink = Sink()
-    lines_iter = _decoded_lines(source)
-    sample: list[str] = []
-    for raw in lines_iter:
-        sample.append(clean(raw))
-        if len(sample) >= _SAMPLE_LINES:
-            break
+    chunks = _decoded_chunks(source)
+    first = next(chunks, "")
+    sample = [clean(raw) for raw in first.split("\n", _SAMPLE_LINES)[:_SAMPLE_LINES]]
     numbering = detect_numbering(sample)
     total = blank = 0
     unrecognized: list[tuple[int, str]] = []
@@ -219,18 +238,34 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
                 if reader.feed(line, sink):
                     taken_by[reader.name] += 1
                     return
+            # Only a line no reader wants may be the tail of a torn NCCL line (spec 4.3).
+            if nccl.rejoin(line, sink):
+                taken_by[nccl.name] += 1
+                return
             if len(unrecognized) < 5:
                 unrecognized.append((number, cleaned))
         finally:
             busy = any(r.busy() for r in readers)
 
     defer = nccl.defer
-    for cleaned in sample:
-        total += 1
-        feed(total, cleaned)
-    for raw in lines_iter:
-        total += 1
-        feed(total, clean(raw))
+    # A run of COLL lines of the hot shape is taken in one regex match (NcclReader.take_run);
+    # a prefix scheme would change the text, so numbered files go line by line.
+    take_run = nccl.take_run if numbering is None else None
+    for chunk in itertools.chain((first,), chunks):
+        pos, end = 0, len(chunk)
+        while pos < end:
+            if take_run is not None and not busy:
+                taken = take_run(chunk, pos, total + 1)
+                if taken:
+                    pos, count = taken
+                    total += count
+                    continue
+            stop = chunk.find("\n", pos)
+            if stop < 0:
+                stop = end
+            total += 1
+            feed(total, clean(chunk[pos:stop]))
+            pos = stop + 1
     for reader in readers:
         reader.close(sink)
     recognized = len(sink.recognized & offered) + nccl.deferred
@@ -305,7 +340,8 @@ def read_inputs(
     if workers <= 1 or sum(_input_bytes(s) for s in sources) < _POOL_MIN_BYTES:
         yield from map(_result, map(_read_one, work))
         return
-    # fork: workers inherit the loaded grammars; results come back in submission order.
+    # fork: workers inherit the grammar built once here; results come back in submission order.
+    warm_up()
     context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         yield from map(_result, pool.map(_read_one, work, chunksize=1))

@@ -26,6 +26,7 @@ from logsleuth.model.nccl import (
     NcclCudaDriver,
     NcclEnv,
     NcclErrorTrace,
+    NcclGraphTree,
     NcclInfoNote,
     NcclInterface,
     NcclNetDevices,
@@ -126,7 +127,8 @@ def head_of(token: Token) -> Head:
     words = token.split()
     host, pid, tid = words[0].rsplit(":", 2)
     dev = None
-    middle = words[1:-2]
+    # "NCCL INFO", or "INFO" alone before 2.3.
+    middle = words[1:-2] if words[-2] == "NCCL" else words[1:-1]
     if middle and middle[0][0] == "[":
         dev = int(middle.pop(0)[1:-1])
     file = func = line_no = None
@@ -167,6 +169,70 @@ class ToEvents(Transformer[Token, Any]):
 
     def bare_version(self, kw: Token, version: Token) -> tuple[None, Message]:
         return None, self.version(kw, version)
+
+    # ---- proxy-state dump (spec 3.2)
+
+    def proxy_active(self) -> tuple[str, Any]:
+        return "active", None
+
+    def proxy_op(self, chain: Token | None, op: Token) -> tuple[str, Any]:
+        # "[0-3|1a| Send 1S/0 1S/1]": pool-index | opCount (decimal) | kind, then sub-ops.
+        pool_index, count, rest = op[1:-1].split("|")
+        pool, _, index = pool_index.partition("-")
+        kind, *subs = rest.split()
+        steps = []
+        for sub in subs:
+            peer_status, _, channel = sub.partition("/")
+            status = peer_status[-1] if peer_status[-1].isalpha() else None
+            peer = peer_status[:-1] if status else peer_status
+            steps.append((int(peer), status, int(channel)))
+        record = (int(pool), int(index), int(count), kind, tuple(steps))
+        return ("peer" if chain is not None else "op"), record
+
+    def proxy_bar(self, *_bar: Token) -> tuple[str, Any]:
+        return "bar", None
+
+    def proxy_end(self) -> tuple[str, Any]:
+        return "end", None
+
+    def proxy_leak(self, elem: Token) -> tuple[str, Any]:
+        return "leak", str(elem)
+
+    # ---- ncclras text report (spec 2.13)
+
+    def ras_version(self, line: Token) -> tuple[str, Any]:
+        return "version", line.split()[2]
+
+    def ras_skip(self, _line: Token) -> tuple[str, Any]:
+        return "skip", None
+
+    def ras_record(self, line: Token) -> tuple[str, Any]:
+        # "#0-0 (cf264af53edbe986) INCOMPLETE"
+        where, digest, kinds = line.split()
+        return "record", (where, digest[1:-1], kinds)
+
+    def ras_rank(self, line: Token) -> tuple[str, Any]:
+        # "Rank 21 [reported Remote process error ]-- GPU 5 managed by process 3487984 on node X"
+        head, _, tail = line.partition(" -- GPU ")
+        words = head.split()
+        what = " ".join(words[3:]) if len(words) > 2 else "missing"
+        gpu, _, where = tail.partition(" managed by process ")
+        pid, _, node = where.partition(" on node ")
+        return "rank", (int(words[1]), gpu.strip(), int(pid), node.strip(), what)
+
+    def ras_process(self, line: Token) -> tuple[str, Any]:
+        # "Process 3487984 on node 172.16.64.213 managing GPU 5"
+        words = line.split()
+        return "process", (int(words[1]), words[4], " ".join(words[7:]))
+
+    def ras_missing(self, line: Token) -> tuple[str, Any]:
+        return "missing", tuple(int(n) for n in _NUMBER.findall(line.partition(":")[2]))
+
+    def ras_kind(self, line: Token) -> tuple[str, Any]:
+        return "kind", str(line)
+
+    def ras_text(self, line: Token) -> tuple[str, Any]:
+        return "text", str(line)
 
     # ---- version, driver, environment
 
@@ -261,6 +327,11 @@ class ToEvents(Transformer[Token, Any]):
             NcclNetDevices, {"transport": "IB", "devices": devices, "oob": _iface(items[-1])}
         )
 
+    def ib_using_cut(self, _kw: Token, *items: Token) -> Message:
+        # The device list of a line NCCL cut at 1023 bytes: no "; OOB" part.
+        devices = tuple(t.partition("]")[2] for t in items)
+        return Message(NcclNetDevices, {"transport": "IB", "devices": devices})
+
     def ib_no_device(self, _kw: Token) -> Message:
         return Message(NcclNetDevices, {"transport": "IB", "devices": ()})
 
@@ -346,6 +417,87 @@ class ToEvents(Transformer[Token, Any]):
     def trees(self, *items: Token) -> Message:
         channels = tuple(tuple(int(n) for n in _NUMBER.findall(item)) for item in items)
         return Message(NcclTree, {"channels": channels})
+
+    def graph_tree(self, body: Token) -> Message:
+        # "Tree 0 : 0 -> 1 -> 2/-1/-1": up -> me -> down0/down1/down2.
+        channel, up, me, *down = (int(n) for n in _NUMBER.findall(body))
+        return Message(NcclGraphTree, {"channel": channel, "up": up, "me": me, "down": tuple(down)})
+
+    def topo_system(self, body: Token) -> Message:
+        words = body.strip("= ").split()
+        return _note("topo-system", *zip(words[2::2], words[3::2], strict=False))
+
+    def topo_end(self, _body: Token) -> Message:
+        return _note("topo-end")
+
+    def topo_node(self, body: Token) -> Message:
+        node, _, detail = body.strip().partition(" ")
+        return _note("topo-node", ("node", node), ("detail", detail.strip("() ") or None))
+
+    def topo_link(self, body: Token) -> Message:
+        # "+ PCI[48.0] - GPU/0-18000 (0)"
+        words = body.split()
+        link, _, bw = words[1].partition("[")
+        return _note("topo-link", ("link", link), ("bw", bw[:-1]), ("node", words[3]))
+
+    def topo_paths(self, body: Token) -> Message:
+        node, _, paths = body.partition(" :")
+        return _note("topo-paths", ("node", node.strip()), ("paths", paths.strip()))
+
+    def graph_pattern(self, body: Token) -> Message:
+        pairs = [item.strip().partition(" ") for item in body.split(",")]
+        return _note("graph-pattern", *((k, v) for k, _, v in pairs if v))
+
+    def graph_channel(self, body: Token) -> Message:
+        channel, _, nodes = body.partition(":")
+        return _note("graph-channel", ("channel", int(channel)), ("nodes", nodes.strip()))
+
+    def nvls_trees(self, body: Token) -> Message:
+        return _note("nvls-trees", ("trees", body.partition(":")[2].strip()))
+
+    def gdr(self, body: Token) -> Message:
+        # "GPU Direct RDMA Enabled for GPU 0 / HCA 1a000 (distance 4 <= 5), read 1 mode Default"
+        text = body.strip()
+        head, _, target = text.partition("GPU Direct RDMA ")
+        state, _, rest = target.partition(" for ")
+        plugin = head.split("/")[1].split(":")[0].strip() if head else None
+        return _note("gdr", ("enabled", int(state == "Enabled")), ("plugin", plugin), ("for", rest))
+
+    def tuning_other(self, body: Token) -> Message:
+        name, _, rest = body.strip().partition(": ") if "]: " in body else ("", "", body.strip())
+        nbytes, _, choice = rest.partition(" Bytes -> ")
+        return _note("tuning", ("op", name or None), ("bytes", nbytes), ("choice", choice))
+
+    def proxy_note(self, body: Token) -> Message:
+        return _note("proxy", ("message", body.strip()))
+
+    def proxy_step(self, body: Token) -> Message:
+        # "sendProxy [96/0/128] Isend posted, ...": the step counters of one request (2.10).
+        side, _, rest = body.strip().partition(" [")
+        steps, _, what = rest.partition("] ")
+        return _note("proxy-progress", ("side", side), ("steps", steps), ("message", what))
+
+    def ras_note(self, body: Token) -> Message:
+        text = body.strip()
+        peer = re.search(r"[^\s<>]+<\d+>", text)
+        event = "dead-peer" if " as DEAD" in text or "considered dead" in text else None
+        if event is None and "timeout" in text:
+            event = "timeout"
+        return _note(
+            "ras", ("event", event), ("peer", peer.group() if peer else None), ("message", text)
+        )
+
+    def nvls_note(self, body: Token) -> Message:
+        return _note("nvls", ("message", body.strip()))
+
+    def algo_matrix(self, body: Token) -> Message:
+        return _note("algo-matrix", ("matrix", body.partition(":")[2].strip()))
+
+    def collnet_graph(self, body: Token) -> Message:
+        channel, rank, up, down = _NUMBER.findall(body)
+        return _note(
+            "collnet-graph", ("channel", channel), ("rank", rank), ("up", up), ("down", down)
+        )
 
     def connected(self, what: Token, pxn: Token | None, gdr: Token | None) -> Message:
         return Message(NcclConnected, {"what": str(what), "pxn": _int(pxn), "gdr": _int(gdr)})
@@ -694,6 +846,21 @@ class ToEvents(Transformer[Token, Any]):
 
     def net_failure(self, _what: Token, _rest: Token | None) -> Message:
         return _warn("net")
+
+    def warn_async(self, what: Token, _rest: Token | None) -> Message:
+        return _warn("abort", ("op", str(what).split(":")[0].split("(")[0].strip()))
+
+    def warn_version(self, rest: Token) -> Message:
+        # "NCCL version mismatch with remote peer 10.0.0.2<4000> (local: 22304, remote 22105)"
+        text = rest.strip()
+        peer, _, versions = text.partition(" (")
+        numbers = re.findall(r"(?:local|remote):? ([\w.]+)", versions)
+        local, remote = [*numbers, None, None][:2]
+        return _warn("version", ("peer", peer), ("local", local), ("remote", remote))
+
+    def warn_mismatch(self, _what: Token, rest: Token) -> Message:
+        rank = re.search(r"rank (\d+)", rest)
+        return _warn("collective-mismatch", ("rank", rank.group(1) if rank else None))
 
     def unknown_warn(self, _rest: Token) -> Message:
         return _warn("other")

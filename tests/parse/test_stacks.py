@@ -18,9 +18,10 @@ from logsleuth.parse.pyspy_json import looks_like_pyspy_json, parse_pyspy_json
 from logsleuth.parse.stacks import StackReader
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "real" / "stacks"
-TEXT_SAMPLES = sorted(p.name for p in FIXTURES.glob("*.txt")) + sorted(
-    p.name for p in FIXTURES.glob("*.log")
-)
+# gdb and pstack samples belong to the gdb reader: tests/parse/test_gdb.py.
+TEXT_SAMPLES = sorted(
+    p.name for p in FIXTURES.glob("*.txt") if "gdb" not in p.name and "pstack" not in p.name
+) + sorted(p.name for p in FIXTURES.glob("*.log"))
 JSON_SAMPLES = sorted(p.name for p in FIXTURES.glob("*.json"))
 
 
@@ -584,3 +585,42 @@ def test_sample_cut_at_any_line_still_parses(name: str, cut: int) -> None:
     for event in events:
         if isinstance(event, StackDump):
             assert event.last_line <= cut
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(TEXT_SAMPLES),
+    st.lists(st.tuples(st.integers(min_value=0), st.integers(0, 255)), min_size=1, max_size=30),
+)
+def test_sample_with_corrupted_bytes_still_parses(name: str, edits: list[tuple[int, int]]) -> None:
+    data = bytearray((FIXTURES / name).read_bytes())
+    for position, value in edits:
+        data[position % len(data)] = value
+    cleaned = [clean(raw) for raw in bytes(data).decode("utf-8", errors="replace").split("\n")]
+    events, sink, offered = feed_lines(cleaned, name)
+    assert len(sink.recognized) <= offered
+    for event in events:
+        if isinstance(event, StackDump):
+            assert event.ref.line <= event.last_line <= len(cleaned)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(JSON_SAMPLES),
+    st.integers(min_value=0),
+    st.lists(st.tuples(st.integers(min_value=0), st.integers(0, 255)), max_size=10),
+)
+def test_json_cut_or_corrupted_parses_or_says_why(
+    name: str, cut: int, edits: list[tuple[int, int]]
+) -> None:
+    data = bytearray((FIXTURES / name).read_bytes())
+    data = data[: cut % (len(data) + 1)]
+    for position, value in edits:
+        if data:
+            data[position % len(data)] = value
+    try:
+        dumps = parse_pyspy_json(bytes(data).decode("utf-8", errors="replace"), name)
+    except InputError as exc:
+        assert exc.reason.startswith("not ")
+        return
+    assert all(isinstance(d, StackDump) for d in dumps)
