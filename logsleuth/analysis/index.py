@@ -30,6 +30,7 @@ from logsleuth.model.nccl import (
     NcclNetPlugin,
     NcclNetwork,
     NcclVersion,
+    NcclVersionRange,
     NcclWarn,
 )
 from logsleuth.model.stacks import StackDump
@@ -42,6 +43,14 @@ _FILE_RANK = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)(?![\d])", re.IGNORECASE)
 _FILE_PID = re.compile(r"(?:^|[^a-z])pid[_-]?(\d+)", re.IGNORECASE)
 
 E = TypeVar("E", bound=Event)
+
+
+def _release(text: str, default: tuple[int, ...]) -> tuple[int, ...]:
+    """Return ``"2.18.3"`` (or ``"2.18.3+cuda12.1"``) as (2, 18, 3); ``default`` if empty."""
+    numbers = tuple(int(n) for n in re.findall(r"\d+", text.partition("+")[0])[:3])
+    return numbers or default
+
+
 Stream = tuple[str | None, int | None]
 """(host, pid) of a writer."""
 
@@ -59,6 +68,9 @@ class Proc:
     bus_ids: set[str] = field(default_factory=set)
     sources: set[str] = field(default_factory=set)
     nccl_version: str | None = None
+    nccl_range: tuple[str, str] | None = None
+    """The NCCL releases the process may run, inferred from its line shapes (spec 5):
+    (lowest, highest), ``""`` where open. Use it where ``nccl_version`` is None."""
     cuda_driver: int | None = None
     net_plugin: str | None = None
     network: str | None = None
@@ -66,6 +78,26 @@ class Proc:
     last_event: Event | None = None
     families: set[str] = field(default_factory=set)
     """Which kinds of evidence the process wrote: ``nccl``, ``torch``, ``stacks``."""
+
+    def runs_nccl(self, low: str, high: str) -> bool | None:
+        """Say whether the process's NCCL release lies in [``low``, ``high``] (``""``: open).
+
+        True or False when its version line or its line shapes (:attr:`nccl_range`) decide
+        it, None when they do not: for the rules whose reading of a field changed between
+        releases (the ``[x]`` field of transport lines, opCount; spec 4.8).
+        """
+        lo, hi = _release(low, (0,)), _release(high, (999,))
+        if self.nccl_version:
+            exact = _release(self.nccl_version, (0,))
+            return lo <= exact <= hi
+        if self.nccl_range is None:
+            return None
+        have_lo, have_hi = _release(self.nccl_range[0], (0,)), _release(self.nccl_range[1], (999,))
+        if lo <= have_lo and have_hi <= hi:
+            return True
+        if have_hi < lo or hi < have_lo:
+            return False
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +256,10 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
         index.by_type.setdefault(type(event), []).append(event)
         origin = event.origin
         stream: Stream = (origin.host, origin.pid)
+        if isinstance(event, NcclVersionRange):
+            # A summary of the stream, not a line it wrote: one per stream and input.
+            index.proc(stream).nccl_range = (event.low, event.high)
+            continue
         if origin.pid is not None or origin.host is not None:
             proc = index.proc(stream)
             proc.sources.add(event.ref.source)
@@ -252,6 +288,7 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
         elif isinstance(event, NcclVersion):
             if origin.host is not None or origin.pid is not None:
                 index.proc(stream).nccl_version = event.version
+
         elif isinstance(event, NcclCudaDriver):
             index.proc(stream).cuda_driver = event.version
         elif isinstance(event, NcclNetPlugin):
@@ -269,17 +306,19 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
         for stream, rank in world.members.items():
             if rank is not None:
                 _set_rank(index.proc(stream), rank, "world-comm", order["world-comm"])
+    # pid -> processes once, not a scan of every process per manifest entry (4,096 ranks).
+    by_pid: dict[int, list[tuple[str | None, Proc]]] = defaultdict(list)
+    for (h, q), p in index.procs.items():
+        if q is not None:
+            by_pid[q].append((h, p))
     for manifest in index.manifests:
         for entry in manifest.ranks:
             if entry.pid is None:
                 continue
-            targets = [
-                p
-                for (h, q), p in index.procs.items()
-                if q == entry.pid and (h in (None, entry.host))
-            ]
+            targets = [p for h, p in by_pid.get(entry.pid, ()) if h in (None, entry.host)]
             if not targets:
                 targets = [index.proc((entry.host, entry.pid))]
+                by_pid[entry.pid].append((entry.host, targets[0]))
             for proc in targets:
                 _set_rank(proc, entry.rank, "manifest", order["manifest"])
                 if proc.host is None:
@@ -292,7 +331,7 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
     for failure in index.failures:
         if failure.pid is None or failure.rank is None:
             continue
-        targets = [p for (h, q), p in index.procs.items() if q == failure.pid]
+        targets = [p for _, p in by_pid.get(failure.pid, ())]
         if not targets:
             targets = [index.proc((None, failure.pid))]
         for proc in targets:

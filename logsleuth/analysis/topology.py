@@ -18,13 +18,14 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from logsleuth.analysis.index import EvidenceIndex, comm_key
+from logsleuth.analysis.index import EvidenceIndex, Proc, comm_key
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.nccl import (
     NcclChannelConnect,
     NcclCommInit,
     NcclConnected,
+    NcclGraphTree,
     NcclInfoNote,
     NcclRing,
     NcclTree,
@@ -113,6 +114,23 @@ def decode_device(value: str | None, version: str | None = None) -> tuple[str, s
     return ("nvmlDev", value)
 
 
+def _device_era(proc: Proc | None) -> str | None:
+    """Return a release that reads the ``[x]`` field like ``proc``'s NCCL, or None if unknown.
+
+    The version line decides; without one, the release range inferred from the stream's
+    line shapes decides when it lies wholly inside one era of the field.
+    """
+    if proc is None:
+        return None
+    if proc.nccl_version:
+        return proc.nccl_version
+    if proc.runs_nccl("2.5.6", "2.18.1"):
+        return "2.5.6"
+    if proc.runs_nccl("2.18.3", "") or proc.runs_nccl("", "2.4.8"):
+        return "2.18.3"
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Conn:
     """One logged connection line, decoded, with the init phase it was logged in.
@@ -172,8 +190,8 @@ class CommTopology:
     """channel -> rank 0's ring dump."""
     graph_rings: dict[tuple[int, int], tuple[int, int, NcclInfoNote]]
     """(channel, rank) -> (prev, next, line) from GRAPH ``Ring`` lines."""
-    trees: dict[tuple[int, int], tuple[tuple[int, ...], int, NcclTree]]
-    """(channel, rank) -> (down ranks, up rank, line)."""
+    trees: dict[tuple[int, int], tuple[tuple[int, ...], int, NcclTree | NcclGraphTree]]
+    """(channel, rank) -> (down ranks, up rank, line), from ``Trees`` or GRAPH ``Tree`` lines."""
     connected_any: bool = False
     ambiguous: bool = False
     """Some rank number was claimed by several processes: communicators that the logs do not
@@ -498,6 +516,11 @@ def _build(index: EvidenceIndex) -> tuple[CommTopology, ...]:
         for channel, d0, d1, d2, me, up in tree.channels:
             downs = tuple(d for d in (d0, d1, d2) if d >= 0)
             topo.trees.setdefault((channel, me), (downs, up, tree))
+    # GRAPH ``Tree`` lines (NCCL_DEBUG_SUBSYS=GRAPH) say the same per channel; the ``Trees``
+    # line, when both are logged, was taken first.
+    for gtree in index.all_of(NcclGraphTree):
+        downs = tuple(d for d in gtree.down if d >= 0)
+        target(gtree).trees.setdefault((gtree.channel, gtree.me), (downs, gtree.up, gtree))
     for note in index.notes:
         if note.topic == "graph-ring":
             chan, prev, me, nxt = (
@@ -552,8 +575,7 @@ def _fill_from_lines(topo: CommTopology, index: EvidenceIndex) -> None:
                 # P2P and SHM only join GPUs of one machine: the peer is on the reporter's host.
                 info.hostname = conn.event.origin.host
             proc = index.procs.get((conn.event.origin.host, conn.event.origin.pid))
-            version = proc.nccl_version if proc else None
-            decoded = decode_device(dev, version)
+            decoded = decode_device(dev, _device_era(proc))
             if decoded is None:
                 continue
             what, value = decoded

@@ -238,6 +238,37 @@ def test_graph_ring_lines_give_prev_and_next(tmp_path: Path) -> None:
     assert topo.ring_order(1) == (0, 2)
 
 
+def test_graph_tree_lines_give_the_trees(tmp_path: Path) -> None:
+    lines = _rank_2_21("node-a", 900, 0, 3, ["Tree 0 : -1 -> 0 -> 1/2/-1"])
+    lines += _rank_2_21("node-a", 901, 1, 3, ["Tree 0 : 0 -> 1 -> -1/-1/-1"])
+    lines += _rank_2_21("node-a", 902, 2, 3, ["Tree 0 : 1 -> 2 -> -1/-1/-1"])
+    topo = _only(_index(tmp_path, {"n.log": "\n".join(lines) + "\n"}))
+    assert topo.trees[(0, 0)][:2] == ((1, 2), -1)
+    assert topo.trees[(0, 2)][:2] == ((), 1)
+    findings = _findings(tmp_path, {"n.log": "\n".join(lines) + "\n"})
+    (found,) = [f for f in findings if f.code == "LS607"]
+    assert "rank 2's tree parent is 1 but rank 1 lists children []" in found.title
+
+
+def test_the_device_field_follows_the_release_inferred_without_a_version_line(
+    tmp_path: Path,
+) -> None:
+    # A cloud VM's GPUs sit at 0000:00:04.0 (packed bus id 20): too short for the length
+    # heuristic, but the NET lines without a connection index date the stream to 2.7-2.11,
+    # which print bus ids in the [x] field.
+    p = "vm-a:300:310 [0] NCCL INFO "
+    log = "\n".join(
+        [
+            f"{p}Channel 00 : 1[40] -> 0[20] [receive] via NET/IB/0",
+            f"{p}Channel 00 : 0[20] -> 1[40] [send] via NET/IB/0",
+            f"{p}comm 0x55a1 rank 0 nranks 2 cudaDev 0 busId 20 - Init COMPLETE",
+            "",
+        ]
+    )
+    topo = _only(_index(tmp_path, {"rank0.log": log}))
+    assert (topo.ranks[1].bus_id, topo.ranks[1].nvml_dev) == ("40", None)
+
+
 # ---- a two-host job to vary one thing at a time
 
 
