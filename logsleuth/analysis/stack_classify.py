@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 
 from logsleuth.model.stacks import Frame, StackDump, ThreadStack
 
@@ -58,6 +59,7 @@ _FRAMEWORKS = frozenset(
 the call site of a lock, I/O or sleep may be in one of them (see :func:`classify_thread`)."""
 
 
+@lru_cache(maxsize=1 << 14)
 def module_path(file: str | None) -> str:
     """Return ``file`` relative to its library root (``torch/distributed/distributed_c10d.py``).
 
@@ -99,6 +101,11 @@ def _library(frame: Frame) -> str | None:
     if top in sys.stdlib_module_names and not normalized.startswith("/"):
         return "stdlib"
     return None
+
+
+def frame_library(frame: Frame) -> str | None:
+    """Return the library ``frame`` runs in (``torch``, ``stdlib``, ``native``); None for user code."""
+    return _library(frame)
 
 
 def _top(path: str) -> str:
@@ -250,6 +257,11 @@ _COMPUTE = _rules(
 )  # fmt: skip
 _SLEEP = _rules(("asyncio/tasks.py", {"sleep"}))
 
+_NATIVE_INIT = re.compile(
+    r"ncclCommInit|bootstrap(Init|NetAccept|Connect|AllGather)|initTransportsRank|"
+    r"c10d::TCPStore::(wait|get|doWait|doGet)|c10d::ProcessGroupNCCL::(getNCCLComm|initNCCLComm)"
+)
+"""Native frames of communicator creation and rendezvous (gdb stacks, py-spy ``--native``)."""
 _NATIVE_LOCK = frozenset({"PyThread_acquire_lock_timed", "lock_PyThread_acquire_lock"})
 _NATIVE_COMPUTE = re.compile(r"Synchronize|cudaMemcpy|_local_scalar_dense")
 _NATIVE_SLEEP = frozenset(
@@ -293,13 +305,13 @@ def _collective(frames: Sequence[Frame]) -> str | None:
 def _category(frames: Sequence[Frame]) -> tuple[str, str | None]:
     """Return (category, collective) by the precedence documented on :func:`classify_thread`."""
     collective = _collective(frames)
-    if any(_matches(f, _INIT) for f in frames):
+    natives = [f.func for f in frames if f.native]
+    if any(_matches(f, _INIT) for f in frames) or any(_NATIVE_INIT.search(n) for n in natives):
         return "init", collective
     if collective is not None:
         return "collective", collective
     if any(_matches(f, _DATA_LOADING) for f in frames):
         return "data-loading", None
-    natives = [f.func for f in frames if f.native]
     if any(_matches(f, _LOCK) for f in frames) or _NATIVE_LOCK.intersection(natives):
         return "lock", None
     if any(_matches(f, _IO) for f in frames):

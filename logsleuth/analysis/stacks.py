@@ -14,25 +14,45 @@ differ from process to process.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from logsleuth.analysis.stack_classify import classify_dump, frame_label, module_path, short_name
+from logsleuth.analysis.stack_classify import (
+    classify_dump,
+    frame_label,
+    frame_library,
+    module_path,
+    short_name,
+)
 from logsleuth.model.diagnosis import StackClass
-from logsleuth.model.ranks import format_ranks
+from logsleuth.model.ranks import format_ranks, parse_ranks
 from logsleuth.model.stacks import Frame, StackDump, StackSuspect, StackTreeNode, ThreadStack
 
 
 @dataclass(frozen=True, slots=True)
 class ProcStack:
-    """One process's dump and who the process is (rank and host come from outside the dump)."""
+    """One process's dump and who the process is (rank and host come from outside the dump).
+
+    ``snapshots`` counts the dumps taken of this process (``logsleuth live`` takes two, some
+    seconds apart); ``dump`` is the last one. ``moved`` says whether the main thread's stack
+    changed between them: False is a process stuck where it is, True one that progresses
+    (slowly), None when there is only one snapshot.
+    """
 
     rank: int | None
     host: str | None
     pid: int | None
     dump: StackDump
+    snapshots: int = 1
+    moved: bool | None = None
+
+
+def main_stack_key(dump: StackDump) -> tuple[tuple[str, str, int | None], ...]:
+    """Return what two snapshots (or two processes) must share to count as the same stack."""
+    return tuple(_frame_key(f) for f in _key_frames(dump.main_thread()))
 
 
 # ---- merging processes ---------------------------------------------------------------------
@@ -83,6 +103,13 @@ class _Members:
         if proc.host is not None:
             self.hosts.add(proc.host)
 
+    def add_class(self, cls: StackClass) -> None:
+        self.count += cls.count
+        self.ranks.update(parse_ranks(cls.ranks) if cls.ranks else ())
+        if not cls.ranks:
+            self.pids.update(cls.pids)
+        self.hosts.update(cls.hosts)
+
     def order(self) -> tuple[int, int, int]:
         """Sort key: largest first, then by the first rank, then by the first pid."""
         first_rank = min(self.ranks) if self.ranks else sys.maxsize
@@ -125,40 +152,95 @@ def build_stack_classes(procs: Sequence[ProcStack]) -> tuple[StackClass, ...]:
 @dataclass(slots=True)
 class _TreeBuilder:
     frame: str
+    library: str | None = None
     members: _Members = field(default_factory=_Members)
-    children: dict[_FrameKey, _TreeBuilder] = field(default_factory=dict)
+    children: dict[object, _TreeBuilder] = field(default_factory=dict)
+    ends: list[StackClass] = field(default_factory=list)
+    suspect: str | None = None
 
     def freeze(self) -> StackTreeNode:
         kids = sorted(self.children.values(), key=lambda c: (c.members.order(), c.frame))
         members = self.members
+        ends = self.ends
         return StackTreeNode(
             frame=self.frame,
             count=members.count,
             ranks=tuple(sorted(members.ranks)),
             pids=tuple(sorted(members.pids)) if not members.ranks else (),
             children=tuple(child.freeze() for child in kids),
+            library=self.library,
+            category=ends[0].category if ends else None,
+            collective=ends[0].collective if ends else None,
+            call_site=ends[0].call_site if ends else None,
+            suspect=self.suspect,
         )
 
 
-def build_stack_tree(procs: Sequence[ProcStack]) -> StackTreeNode:
+def build_stack_tree(procs: Sequence[ProcStack], *, all_threads: bool = False) -> StackTreeNode:
     """Merge the main-thread stacks of ``procs`` into one prefix tree, outermost frame first.
 
     Like STAT's call-graph prefix tree: each node lists the ranks (or, where no rank is
     known for any member, the pids) whose stacks pass through it, and a node visited by
-    fewer processes than its parent marks where they went different ways.
+    fewer processes than its parent marks where they went different ways. With
+    ``all_threads`` every thread of every process is merged in too (STAT's default): a
+    process counts once per node however many of its threads pass through it.
     """
     root = _TreeBuilder("")
     for proc in _unique(procs):
-        frames = _key_frames(proc.dump.main_thread())
+        root.members.add(proc)
+        threads = proc.dump.threads if all_threads else (proc.dump.main_thread(),)
+        visited: set[int] = set()
+        for thread in threads:
+            node = root
+            for frame in reversed(_key_frames(thread)):
+                key = _frame_key(frame)
+                child = node.children.get(key)
+                if child is None:
+                    child = node.children[key] = _TreeBuilder(
+                        frame_label(frame), frame_library(frame)
+                    )
+                if id(child) not in visited:
+                    visited.add(id(child))
+                    child.members.add(proc)
+                node = child
+    return root.freeze()
+
+
+_LABEL = re.compile(r"^(?P<func>.*) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
+
+
+def _label_library(label: str) -> str | None:
+    """Return the library a ``func (file:line)`` label runs in; None for the user's own code."""
+    match = _LABEL.match(label)
+    if match is None:
+        return None
+    file = match.group("file")
+    python = file.startswith("<") or file.endswith((".py", ".pyx", ".pyw"))
+    return frame_library(Frame(func=match.group("func"), file=file, line=None, native=not python))
+
+
+def build_class_tree(classes: Sequence[StackClass]) -> StackTreeNode:
+    """Merge stack classes into the STAT prefix tree, outermost frame first.
+
+    The same tree as :func:`build_stack_tree` of their processes, built from what a
+    :class:`~logsleuth.model.diagnosis.Diagnosis` keeps: each class's frames and members.
+    Every node says which library its frame runs in (so reports can fold library frames);
+    the node where a class's stack ends carries the class's category, collective and call
+    site, and the kind of :func:`find_outliers` suspect it is, if any.
+    """
+    suspects = {id(s.stack_class): s.kind for s in find_outliers(classes)}
+    root = _TreeBuilder("")
+    for cls in classes:
         node = root
-        node.members.add(proc)
-        for frame in reversed(frames):
-            key = _frame_key(frame)
-            child = node.children.get(key)
+        node.members.add_class(cls)
+        for label in reversed(cls.frames):
+            child = node.children.get(label)
             if child is None:
-                child = node.children[key] = _TreeBuilder(frame_label(frame))
-            child.members.add(proc)
+                child = node.children[label] = _TreeBuilder(label, _label_library(label))
+            child.members.add_class(cls)
             node = child
+        node.ends.append(cls)
+        node.suspect = node.suspect or suspects.get(id(cls))
     return root.freeze()
 
 
@@ -201,8 +283,8 @@ def find_outliers(classes: Sequence[StackClass]) -> tuple[StackSuspect, ...]:
         dominant, size = ranked[0]
         for c in waiting:
             op = c.collective or "an unknown collective"
-            if op == dominant:
-                continue
+            if op == dominant or (op == "wait" and c.call_site is None):
+                continue  # a native-only stack (c10d::Work::wait) cannot name its collective
             reason = f"{size} of {total} processes wait in {dominant}; {_who(c.count)} in {op}"
             suspects.append(StackSuspect(stack_class=c, kind="other-collective", reason=reason))
     return tuple(suspects)

@@ -7,6 +7,7 @@ Each rank's dump is a file ``rank<N>.txt`` (the rank comes from the file name) o
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from logsleuth.api import analyze
@@ -154,3 +155,97 @@ def test_ls105_is_silent_when_every_rank_is_past_init(tmp_path: Path) -> None:
 def test_ls105_is_silent_when_every_rank_is_still_initializing(tmp_path: Path) -> None:
     paths = write_job(tmp_path, {rank: INIT for rank in range(4)})
     assert findings(paths, "LS105") == []
+
+
+# ---- snapshots: stuck or progressing ----------------------------------------------------------
+
+# The same rank a few seconds later, one frame further in its loop.
+DATALOADER_LATER = DATALOADER.replace("main (train.py:173)", "main (train.py:176)")
+
+
+def write_snapshots(tmp_path: Path, stacks: Mapping[int, tuple[str, ...]]) -> list[str]:
+    """Write ``rank<R>.<n>.txt`` (n = 1, 2, ...) per rank, like a ``logsleuth live`` bundle."""
+    for rank, shots in stacks.items():
+        for n, frames in enumerate(shots, 1):
+            text = HEADER.format(pid=1000 + rank) + frames
+            (tmp_path / f"rank{rank}.{n}.txt").write_text(text, encoding="utf-8")
+    return [str(tmp_path)]
+
+
+def test_ls104_says_the_straggler_is_stuck_when_two_snapshots_agree(tmp_path: Path) -> None:
+    stacks = {rank: (ALL_REDUCE, ALL_REDUCE) for rank in range(4)}
+    stacks[2] = (DATALOADER, DATALOADER)
+    (finding,) = findings(write_snapshots(tmp_path, stacks), "LS104")
+    assert (finding.ranks, finding.confidence) == ((2,), 0.95)
+    assert finding.detail.endswith(
+        "The main thread showed the same stack in all 2 snapshots: it is stuck there, not slow."
+    )
+    assert {e.source for e in finding.evidence} == {"rank2.2.txt"}  # the latest snapshot
+
+
+def test_ls104_says_the_straggler_progresses_when_its_stack_moved(tmp_path: Path) -> None:
+    stacks = {rank: (ALL_REDUCE, ALL_REDUCE) for rank in range(4)}
+    stacks[2] = (DATALOADER, DATALOADER_LATER)
+    (finding,) = findings(write_snapshots(tmp_path, stacks), "LS104")
+    assert (finding.ranks, finding.confidence) == ((2,), 0.7)
+    assert finding.detail.endswith(
+        "The main-thread stack of rank 2 changed between snapshots: it is progressing "
+        "(slowly), not stuck."
+    )
+    assert "main (train.py:176)" in finding.title
+
+
+def test_ls107_counts_snapshots_of_the_live_skip_collective_bundle() -> None:
+    bundle = Path(__file__).resolve().parents[2] / "fixtures" / "real" / "live" / "skip-collective"
+    (finding,) = findings([str(bundle / "stacks"), str(bundle / "manifest.json")], "LS107")
+    assert (finding.kind, finding.ranks) == ("missing-collective", (1,))
+    assert finding.detail.endswith(
+        "The main thread showed the same stack in all 2 snapshots: it is stuck there, not slow."
+    )
+
+
+# ---- rank identity of dumps that name no process ----------------------------------------------
+
+
+def test_faulthandler_dumps_take_their_rank_from_the_file_name(tmp_path: Path) -> None:
+    frames = {
+        0: '  File "/job/train.py", line 128 in train_step',
+        1: '  File "/job/train.py", line 173 in main',
+    }
+    for rank in range(4):
+        body = (
+            '  File "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", '
+            "line 2501 in all_reduce\n" + frames[0]
+            if rank != 3
+            else '  File "/venv/lib/python3.11/site-packages/torch/utils/data/dataloader.py", '
+            "line 631 in __next__\n" + frames[1]
+        )
+        text = f"Current thread 0x00007f00000000{rank:02x} (most recent call first):\n{body}\n"
+        (tmp_path / f"rank{rank}.log").write_text(text, encoding="utf-8")
+    (finding,) = findings([str(tmp_path)], "LS104")
+    assert (finding.ranks, finding.pids) == ((3,), ())
+    assert finding.title.startswith("rank 3 is stuck in data loading at main (/job/train.py:173)")
+
+
+# ---- the DataLoader workers of a stuck rank ---------------------------------------------------
+
+
+def test_ls104_names_the_dataloader_workers_of_a_subprocesses_dump() -> None:
+    root = Path(__file__).resolve().parents[2] / "fixtures" / "real"
+    paths = [
+        str(root / "stacks" / "gloo-hang_pyspy-0.4.3_torchrun_agent_subprocesses.txt"),
+        str(root / "torch" / "gloo-hang_torchrun_log_after_SIGKILL_rank3.log"),
+    ]
+    (finding,) = findings(paths, "LS104")
+    assert (finding.ranks, finding.pids) == ((3,), (13273,))
+    assert finding.detail.endswith(
+        "Its DataLoader workers: pid 13361 at SlowDataset.__getitem__ (hang_dist.py:8); "
+        "pid 13363 at SlowDataset.__getitem__ (hang_dist.py:8)."
+    )
+    source = "stacks/gloo-hang_pyspy-0.4.3_torchrun_agent_subprocesses.txt"
+    assert [(e.source, e.line) for e in finding.evidence][3:] == [
+        (source, 83),
+        (source, 88),
+        (source, 60),
+        (source, 65),
+    ]

@@ -7,15 +7,23 @@ from dataclasses import replace
 from logsleuth.analysis.stack_classify import classify_dump, classify_thread, process_role
 from logsleuth.analysis.stacks import (
     ProcStack,
+    build_class_tree,
     build_stack_classes,
     build_stack_tree,
     find_outliers,
 )
 from logsleuth.model.diagnosis import StackClass
-from logsleuth.model.stacks import Frame, StackDump, ThreadStack
+from logsleuth.model.stacks import Frame, StackDump, StackTreeNode, ThreadStack
+from tests.parse.test_gdb import FIXTURES, dumps, read
 from tests.parse.test_stacks import read_dumps
 
 GLOO = [f"gloo-hang_pyspy-0.4.3_rank_pid{pid}.txt" for pid in (13270, 13271, 13272, 13273)]
+
+
+def read_gdb(name: str) -> list[StackDump]:
+    """Return the dumps of a gdb fixture, read through the dispatcher."""
+    assert (FIXTURES / name).is_file()
+    return dumps(read(name))
 
 
 def gloo_procs() -> list[ProcStack]:
@@ -331,3 +339,72 @@ def test_stack_tree_of_1024_ranks_and_of_processes_without_ranks() -> None:
         ("<module> (<string>:1)", "pid 5908,5909,5910"),
         ("<module> (mp.py:9)", "pid 5781"),
     ]
+
+
+# ---- build_class_tree ------------------------------------------------------------------------
+
+
+def test_class_tree_is_the_process_tree_with_the_classes_at_its_leaves() -> None:
+    procs = gloo_procs()
+    by_class = build_class_tree(build_stack_classes(procs))
+    by_process = build_stack_tree(procs)
+
+    def shape(node: StackTreeNode) -> tuple[object, ...]:
+        return (node.frame, node.members(), node.library, tuple(shape(c) for c in node.children))
+
+    assert shape(by_class) == shape(by_process)
+    leaves = []
+    stack = [by_class]
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        if node.category is not None:
+            leaves.append((node.members(), node.category, node.collective, node.suspect))
+    assert sorted(leaves) == [
+        ("0-1", "collective", "all_reduce", None),
+        ("2", "collective", "barrier", "other-collective"),
+        ("3", "data-loading", None, "non-collective"),
+    ]
+    (module,) = by_class.children
+    assert (module.library, module.children[2].children[0].library) == (None, "torch")
+
+
+def test_class_tree_of_1024_ranks_names_the_straggler_branch() -> None:
+    root = build_class_tree(build_stack_classes(synthetic_job(1024, straggler=517)))
+    (module,) = root.children
+    healthy, straggler = module.children
+    assert (healthy.members(), straggler.members()) == ("0-516,518-1023", "517")
+    while straggler.children:
+        (straggler,) = straggler.children
+    assert (straggler.frame, straggler.category, straggler.suspect) == (
+        "_PollLikeSelector.select (selectors.py:415)",
+        "data-loading",
+        "non-collective",
+    )
+
+
+# ---- gdb stacks ------------------------------------------------------------------------------
+
+
+def test_gdb_main_thread_classifies_like_py_spy() -> None:
+    (bt,) = read_gdb("gloo-hang_gdb_thread_apply_all_bt_rank0.txt")
+    (py_bt,) = read_gdb("gloo-hang_gdb_thread_apply_all_py-bt_rank0.txt")
+    assert classify_dump(bt)[:2] == ("collective", "wait")  # only c10d::Work::wait says so
+    assert classify_dump(py_bt) == (
+        "collective",
+        "all_reduce",
+        "train_step (/home/train/job/hang_dist.py:15)",
+    )
+
+
+def test_stack_tree_of_all_threads_counts_each_process_once_per_frame() -> None:
+    root = build_stack_tree(gloo_procs(), all_threads=True)
+    assert [(c.frame, c.members()) for c in root.children] == [
+        ("<module> (hang_dist.py:31)", "0-3"),
+        ("Thread._bootstrap (threading.py:1002)", "3"),  # rank 3's two QueueFeederThreads
+    ]
+    feeder = root.children[1]
+    while feeder.children:
+        (feeder,) = feeder.children
+    assert (feeder.frame, feeder.count) == ("Condition.wait (threading.py:327)", 1)
+    assert build_stack_tree(gloo_procs()).children == root.children[:1]

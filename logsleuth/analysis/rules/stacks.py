@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from logsleuth.analysis.index import EvidenceIndex
 from logsleuth.analysis.rules.base import Rule
-from logsleuth.analysis.stack_classify import call_site_frame, process_role
-from logsleuth.analysis.stacks import ProcStack, build_stack_classes
+from logsleuth.analysis.stack_classify import call_site_frame, classify_dump, process_role
+from logsleuth.analysis.stacks import ProcStack, build_stack_classes, main_stack_key
 from logsleuth.model.diagnosis import Evidence, Finding, StackClass
 from logsleuth.model.ranks import format_ranks, parse_ranks
-from logsleuth.model.stacks import StackDump
+from logsleuth.model.stacks import GDB, StackDump
 
 STALLED = ("data-loading", "lock", "io", "sleep", "compute")
 """Categories in which a rank holds the others up when they wait in a collective."""
@@ -25,10 +27,54 @@ _CATEGORY_WORDS = {
 }
 
 
+_FILE_RANK = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)(?![\d])", re.IGNORECASE)
+_FILE_PID = re.compile(r"(?:^|[^a-z])pid[_-]?(\d+)", re.IGNORECASE)
+_SNAPSHOT = re.compile(r"\.(\d+)\.[A-Za-z]+$")
+"""``rank3.2.txt``: the second snapshot of rank 3 in a ``logsleuth live`` bundle."""
+
+
+def _file_rank(source: str) -> int | None:
+    """Return the rank a dump's file name gives (``rank3.1.txt``), unless it names a pid."""
+    base = source.rsplit("/", 1)[-1]
+    match = _FILE_RANK.search(base)
+    return int(match.group(1)) if match and not _FILE_PID.search(base) else None
+
+
+def _snapshot_order(dump: StackDump) -> tuple[str, int, int]:
+    """Order the dumps of one process: by file (numbered snapshots numerically), then line."""
+    match = _SNAPSHOT.search(dump.ref.source)
+    if match is None:
+        return dump.ref.source, 0, dump.ref.line
+    return dump.ref.source[: match.start()], int(match.group(1)), dump.ref.line
+
+
+def _has_python(dump: StackDump) -> bool:
+    main = dump.main_thread()
+    return main is not None and any(not f.native for f in main.frames)
+
+
 def proc_stacks(index: EvidenceIndex) -> list[ProcStack]:
-    """Pair each stack dump with the rank and host of its process (one dump per process)."""
-    latest: dict[tuple[int | None, str | None, int | None], ProcStack] = {}
-    for dump in index.dumps:
+    """Pair each process's stack dumps with its rank and host; one :class:`ProcStack` each.
+
+    Rank identity, in order: the dump's own launcher prefix (``[rank3]:``), what the index
+    learned about the process's pid (NCCL's world communicator, the bundle manifest,
+    torchrun's failure summary), the file name (``rank3.1.txt``; also for dumps without a
+    pid, like faulthandler's). When none says, the rank stays unknown and the process is
+    named by its pid.
+
+    A process dumped several times is one entry whose ``dump`` is the last snapshot; its
+    ``moved`` says whether the main thread's stack changed between the snapshots. A gdb
+    session that listed the threads twice (``bt`` and then ``py-bt``) gives two dumps of
+    the same moment: the one with Python frames is kept and no snapshot is counted.
+    """
+    found: dict[tuple[int | None, str | None, int | None], list[ProcStack]] = {}
+    # The host of each rank, as EvidenceIndex.proc_of_rank picks it, in one pass (a lookup
+    # per dump is quadratic in the ranks).
+    host_of: dict[int, str | None] = {}
+    for known in index.procs.values():
+        if known.rank is not None and (known.rank not in host_of or not host_of[known.rank]):
+            host_of[known.rank] = known.host
+    for dump in sorted(index.dumps, key=_snapshot_order):
         if process_role(dump) != "rank":
             continue  # data-loader workers, the torchrun agent, helpers: not ranks
         pid = dump.pid if dump.pid is not None else dump.origin.pid
@@ -39,18 +85,72 @@ def proc_stacks(index: EvidenceIndex) -> list[ProcStack]:
         if rank is None and pid is not None:
             proc = index.procs.get((host, pid))
             rank = proc.rank if proc else None
+        if rank is None and pid is None:
+            rank = _file_rank(dump.ref.source)
         if host is None and rank is not None:
-            known = index.proc_of_rank(rank)
-            host = known.host if known else None
+            host = host_of.get(rank)
         key = (rank, host, pid) if rank is None else (rank, None, None)
-        latest[key] = ProcStack(rank=rank, host=host, pid=pid, dump=dump)
-    return sorted(latest.values(), key=lambda p: (p.rank is None, p.rank or 0, p.pid or 0))
+        entry = ProcStack(rank=rank, host=host, pid=pid, dump=dump)
+        seen = found.setdefault(key, [])
+        if seen and seen[-1].dump.ref.source == dump.ref.source and dump.fmt == GDB:
+            if _has_python(seen[-1].dump) and not _has_python(dump):
+                continue
+            seen.pop()
+        seen.append(entry)
+    procs = []
+    for snaps in found.values():
+        last = snaps[-1]
+        if len(snaps) > 1:
+            moved = len({main_stack_key(p.dump) for p in snaps}) > 1
+            last = replace(last, snapshots=len(snaps), moved=moved)
+        procs.append(last)
+    return sorted(procs, key=lambda p: (p.rank is None, p.rank or 0, p.pid or 0))
 
 
 def _dumps_for(procs: Sequence[ProcStack], cls: StackClass) -> list[StackDump]:
     ranks = set(parse_ranks(cls.ranks)) if cls.ranks else set()
     pids = set(cls.pids)
     return [p.dump for p in procs if (p.rank is not None and p.rank in ranks) or (p.pid in pids)]
+
+
+def _procs_for(procs: Sequence[ProcStack], cls: StackClass) -> list[ProcStack]:
+    ranks = set(parse_ranks(cls.ranks)) if cls.ranks else set()
+    pids = set(cls.pids)
+    return [p for p in procs if (p.rank is not None and p.rank in ranks) or (p.pid in pids)]
+
+
+def snapshot_note(members: Sequence[ProcStack]) -> tuple[str, float]:
+    """Say what repeated snapshots of ``members`` show; return (sentence, confidence change).
+
+    Every member dumped more than once with the same main-thread stack each time is stuck
+    (more confidence); a member whose stack changed is progressing, slowly, which makes a
+    hang less certain. Without repeated snapshots there is nothing to say.
+    """
+    if not members:
+        return "", 0.0
+    moving = [p for p in members if p.moved]
+    if moving:
+        who = _proc_names(moving)
+        return (
+            f" The main-thread stack of {who} changed between snapshots: it is progressing "
+            "(slowly), not stuck.",
+            -0.2,
+        )
+    if all(p.moved is False for p in members):
+        shots = min(p.snapshots for p in members)
+        return (
+            f" The main thread showed the same stack in all {shots} snapshots: it is stuck "
+            "there, not slow.",
+            0.05,
+        )
+    return "", 0.0
+
+
+def _proc_names(procs: Sequence[ProcStack]) -> str:
+    ranks = [p.rank for p in procs if p.rank is not None]
+    if ranks:
+        return ("rank " if len(ranks) == 1 else "ranks ") + format_ranks(ranks)
+    return "pid " + ", ".join(str(p.pid) for p in procs)
 
 
 def _quote_dumps(dumps: Iterable[StackDump]) -> list[Evidence]:
@@ -80,7 +180,9 @@ class NonCollectiveStall(Rule):
         Stack dumps show most ranks' main threads inside a torch.distributed collective
         (``all_reduce``, ``barrier``, ...) and one or a few ranks somewhere else: in the
         DataLoader, a lock, file I/O, ``time.sleep``, or compute. When no rank is in a
-        collective at all, the process is stuck in that place on its own.
+        collective at all, the process is stuck in that place on its own. Repeated
+        snapshots of the same rank with the same stack say it is stuck, not slow; a
+        ``--subprocesses`` dump also shows where its DataLoader workers are.
 
     Likely causes:
         A data-loader worker that hangs or died (NFS, a corrupt sample, a deadlock in a
@@ -108,9 +210,12 @@ class NonCollectiveStall(Rule):
             return
         n_wait = sum(c.count for c in waiting)
         n_stalled = sum(c.count for c in stalled)
+        initializing = any(c.category == "init" for c in classes)
         for cls in stalled:
             if cls.category == "compute" and not waiting:
                 continue  # one snapshot of a process computing is not a stall on its own
+            if initializing and not waiting:
+                continue  # the others wait in rendezvous for it: LS105 (init.stall) says so
             dumps = _dumps_for(procs, cls)
             ranks = sorted(parse_ranks(cls.ranks)) if cls.ranks else []
             where = _CATEGORY_WORDS.get(cls.category, cls.category)
@@ -136,17 +241,61 @@ class NonCollectiveStall(Rule):
                 )
                 confidence = 0.7
             top = cls.frames[0] if cls.frames else "?"
+            note, change = snapshot_note(_procs_for(procs, cls))
+            confidence = round(min(0.95, max(0.3, confidence + change)), 2)
+            workers = _loader_workers(index, cls) if cls.category == "data-loading" else []
             yield self.finding(
                 severity="critical",
                 title=title,
-                detail=detail + f" Innermost frame: {top}.",
-                evidence=_quote_dumps(dumps),
+                detail=detail + f" Innermost frame: {top}." + _workers_note(workers) + note,
+                evidence=_quote_dumps(dumps) + _quote_workers(workers),
                 ranks=ranks,
                 hosts=cls.hosts,
                 pids=cls.pids,
                 confidence=confidence,
                 next_steps=_next_steps(cls),
             )
+
+
+def _loader_workers(index: EvidenceIndex, cls: StackClass) -> list[StackDump]:
+    """Return the dumped DataLoader workers of the class's processes, one per pid.
+
+    ``py-spy dump --subprocesses`` prints them (with their ``Parent Process``): where a
+    worker waits is usually the root cause of its rank waiting in the DataLoader.
+    """
+    parents = set(cls.pids)
+    found: dict[int, StackDump] = {}
+    for dump in index.dumps:
+        if (
+            dump.parent_pid in parents
+            and dump.pid is not None
+            and process_role(dump) == "dataloader-worker"
+        ):
+            found[dump.pid] = dump  # py-spy 0.3.12-0.4.1 repeat children: keep the last
+    return [found[pid] for pid in sorted(found)]
+
+
+def _workers_note(workers: Sequence[StackDump]) -> str:
+    parts = []
+    for dump in workers:
+        _category, _op, site = classify_dump(dump)
+        parts.append(f"pid {dump.pid} at {site}" if site else f"pid {dump.pid}")
+    if not parts:
+        return ""
+    noun = "worker" if len(parts) == 1 else "workers"
+    return f" Its DataLoader {noun}: {'; '.join(parts)}."
+
+
+def _quote_workers(workers: Sequence[StackDump]) -> list[Evidence]:
+    """Quote each worker's header and the call site that says what it is stuck on."""
+    quoted: list[Evidence] = []
+    for dump in workers:
+        quoted.append(Evidence(dump.ref.source, dump.ref.line, dump.text))
+        frame = call_site_frame(dump)
+        line = dump.quote(frame) if frame is not None else None
+        if line is not None:
+            quoted.append(line)
+    return quoted
 
 
 def _next_steps(cls: StackClass) -> tuple[str, ...]:
@@ -256,7 +405,10 @@ class InitStall(Rule):
                 site = f" at {cls.call_site}" if cls.call_site else ""
                 yield self.finding(
                     severity="critical",
-                    title=f"{who} never reached init_process_group; {waiting} rank(s) wait for it in rendezvous",
+                    title=(
+                        f"{who} is stuck {where}{site} before init_process_group; {waiting} "
+                        "rank(s) wait for it in rendezvous"
+                    ),
                     detail=(
                         f"{waiting} rank(s) are blocked in process-group initialization (rendezvous "
                         f"waits for every rank), while {who} is {where}{site} and has not called it."
@@ -303,7 +455,9 @@ class CollectiveDivergence(Rule):
         procs = proc_stacks(index)
         if len(procs) < 2:
             return
-        waiting = [c for c in build_stack_classes(procs) if c.category == "collective"]
+        waiting = [
+            c for c in build_stack_classes(procs) if c.category == "collective" and _knows_call(c)
+        ]
         groups: dict[tuple[str, str], list[StackClass]] = {}
         for cls in waiting:
             groups.setdefault((cls.collective or "?", cls.call_site or "?"), []).append(cls)
@@ -331,17 +485,19 @@ class CollectiveDivergence(Rule):
                     detail += (
                         " The two sides are equally large, so which one diverged is uncertain."
                     )
+                note, change = snapshot_note(_procs_for(procs, cls))
+                confidence = round(min(0.95, max(0.3, (0.45 if tie else 0.8) + change)), 2)
                 yield Finding(
                     code=self.code,
                     name=self.name,
                     kind=kind,
                     severity="critical",
                     title=title,
-                    detail=detail,
+                    detail=detail + note,
                     ranks=tuple(parse_ranks(cls.ranks)) if cls.ranks else (),
                     hosts=tuple(cls.hosts),
                     pids=tuple(cls.pids),
-                    confidence=0.45 if tie else 0.8,
+                    confidence=confidence,
                     evidence=tuple(_quote_dumps(_dumps_for(procs, cls)))[:8],
                     evidence_total=cls.count,
                     next_steps=(
@@ -350,6 +506,15 @@ class CollectiveDivergence(Rule):
                         "Re-run with TORCH_DISTRIBUTED_DEBUG=DETAIL to get the desync report.",
                     ),
                 )
+
+
+def _knows_call(cls: StackClass) -> bool:
+    """Tell whether a collective class says which call it waits in.
+
+    A native-only stack (gdb ``bt``, py-spy ``--native`` without Python frames) shows only
+    ``c10d::Work::wait`` with no caller: it cannot disagree with the others' collective.
+    """
+    return not (cls.collective == "wait" and cls.call_site is None)
 
 
 def _who(cls: StackClass) -> str:
