@@ -1,7 +1,9 @@
 // Optional conveniences for the incident report; the page is complete without them.
+// Log text only ever reaches the page through textContent, never as markup.
 (function () {
   "use strict";
   var doc = document;
+  var PAGE = 100;
 
   Array.prototype.forEach.call(doc.querySelectorAll("[data-js-only]"), function (el) {
     el.hidden = false;
@@ -28,30 +30,151 @@
     return ranges;
   }
 
+  function matcher(query) {
+    var ranges = parseRanges(query);
+    return function (rank, text) {
+      if (!query) { return true; }
+      if (ranges) {
+        return ranges.some(function (r) { return rank >= r[0] && rank <= r[1]; });
+      }
+      return text.toLowerCase().indexOf(query) >= 0;
+    };
+  }
+
+  function num(value) { return value === null || value === undefined ? "" : Number(value).toLocaleString("en-US"); }
+  function text(value) { return value === null || value === undefined ? "" : String(value); }
+  function unknown(value) { return value === null || value === undefined ? "?" : String(value); }
+
+  // Row builders mirror the server-side cells of each paged table (report/html.py).
+  var BUILDERS = {
+    "rank-table": function (data) {
+      var v = data.verdict;
+      return data.ranks.map(function (r) {
+        var culprit = r.rank !== null ? v.culprit_ranks.indexOf(r.rank) >= 0
+          : v.culprit_pids.indexOf(r.pid) >= 0;
+        return {
+          rank: r.rank === null ? NaN : r.rank,
+          cls: culprit ? "culprit" : "",
+          cells: [unknown(r.rank), r.host || "?", unknown(r.pid), r.devices.join(","),
+            text(r.last_collective), text(r.state), text(r.first_error)]
+        };
+      });
+    },
+    "comm-table": function (data) {
+      return data.communicators.map(function (c) {
+        var progress = c.last_op_counts.map(function (g) {
+          return g.ranks + " at " + (g.collective ? g.collective + " " : "") + "#" + g.op_count +
+            " (0x" + g.op_count.toString(16) + ")";
+        }).join("; ");
+        var transports = Object.keys(c.transports).sort().map(function (k) {
+          return k + " " + c.transports[k];
+        }).join(", ");
+        return {
+          rank: NaN, cls: "", bad: [4, 5],
+          cells: [c.id, unknown(c.nranks), c.ranks_seen, c.init_complete, c.init_missing,
+            c.aborted, progress, text(c.channels), transports]
+        };
+      });
+    },
+    "input-table": function (data) {
+      var errors = data.inputs.some(function (i) { return i.error; });
+      return data.inputs.map(function (i) {
+        var cells = [i.source, i.kind, num(i.lines), num(i.recognized), num(i.unrecognized), num(i.blank)];
+        if (errors) { cells.push(text(i.error)); }
+        return { rank: NaN, cls: "", bad: errors ? [6] : [], cells: cells };
+      });
+    }
+  };
+
+  function Pager(pager, data) {
+    this.table = doc.getElementById(pager.getAttribute("data-table"));
+    this.body = this.table.querySelector("tbody");
+    this.numeric = Array.prototype.map.call(this.table.querySelectorAll("thead th"), function (th) {
+      return th.classList.contains("num");
+    });
+    this.status = pager.querySelector(".pager-status");
+    this.rows = BUILDERS[this.table.id](data);
+    this.shown = this.rows;
+    this.page = 0;
+    var self = this;
+    pager.querySelector(".prev").addEventListener("click", function () { self.go(self.page - 1); });
+    pager.querySelector(".next").addEventListener("click", function () { self.go(self.page + 1); });
+    this.go(0);
+  }
+  Pager.prototype.filter = function (match) {
+    this.shown = this.rows.filter(function (row) { return match(row.rank, row.cells.join("\t")); });
+    this.go(0);
+  };
+  Pager.prototype.go = function (page) {
+    var pages = Math.max(1, Math.ceil(this.shown.length / PAGE));
+    this.page = Math.min(Math.max(page, 0), pages - 1);
+    var start = this.page * PAGE;
+    var slice = this.shown.slice(start, start + PAGE);
+    var fragment = doc.createDocumentFragment();
+    var numeric = this.numeric;
+    slice.forEach(function (row) {
+      var tr = doc.createElement("tr");
+      if (row.cls) { tr.className = row.cls; }
+      if (!isNaN(row.rank)) { tr.setAttribute("data-rank", String(row.rank)); }
+      row.cells.forEach(function (value, i) {
+        var td = doc.createElement("td");
+        td.textContent = value;
+        if (numeric[i]) { td.className = "num"; }
+        if (row.bad && row.bad.indexOf(i) >= 0 && value) { td.className = "bad"; }
+        tr.appendChild(td);
+      });
+      fragment.appendChild(tr);
+    });
+    this.body.textContent = "";
+    this.body.appendChild(fragment);
+    this.status.textContent = this.shown.length
+      ? "rows " + (start + 1) + "-" + (start + slice.length) + " of " + this.shown.length +
+        (this.shown.length < this.rows.length ? " (filtered from " + this.rows.length + ")" : "")
+      : "no rows match";
+  };
+
   var filter = doc.getElementById("rank-filter");
-  var status = doc.getElementById("rank-filter-status");
-  var rows = doc.querySelectorAll("#rank-table tbody tr");
+  var filterStatus = doc.getElementById("rank-filter-status");
+  var rankPager = null;
   filter.addEventListener("input", function () {
     var query = filter.value.trim().toLowerCase();
-    var ranges = parseRanges(query);
+    var match = matcher(query);
+    if (rankPager) {
+      rankPager.filter(match);
+      filterStatus.textContent = query ? rankPager.shown.length + " of " + rankPager.rows.length + " shown" : "";
+      return;
+    }
+    var rows = doc.querySelectorAll("#rank-table tbody tr");
     var shown = 0;
     Array.prototype.forEach.call(rows, function (row) {
-      var match;
-      if (!query) {
-        match = true;
-      } else if (ranges) {
-        var rank = Number(row.getAttribute("data-rank"));
-        match = ranges.some(function (r) { return rank >= r[0] && rank <= r[1]; });
-      } else {
-        match = row.textContent.toLowerCase().indexOf(query) >= 0;
-      }
-      row.hidden = !match;
-      if (match) { shown += 1; }
+      var ok = match(Number(row.getAttribute("data-rank")), row.textContent);
+      row.hidden = !ok;
+      if (ok) { shown += 1; }
     });
-    status.textContent = query ? shown + " of " + rows.length + " shown" : "";
+    filterStatus.textContent = query ? shown + " of " + rows.length + " shown" : "";
   });
 
-  var data = doc.getElementById("diagnosis-json");
-  doc.getElementById("download-json").href =
-    "data:application/json;charset=utf-8," + encodeURIComponent(data.textContent);
+  function ready(json, data) {
+    var link = doc.getElementById("download-json");
+    link.href = URL.createObjectURL(new Blob([json], { type: "application/json" }));
+    Array.prototype.forEach.call(doc.querySelectorAll(".pager[data-table]"), function (el) {
+      var pager = new Pager(el, data);
+      if (pager.table.id === "rank-table") { rankPager = pager; }
+    });
+    // The report benchmark reads this mark: the time from navigation until the page is usable.
+    if (window.performance && performance.mark) { performance.mark("logsleuth-ready"); }
+    doc.documentElement.setAttribute("data-ready", "1");
+  }
+
+  // Large reports carry their JSON gzip-compressed (base64); the browser inflates it locally.
+  var payload = doc.getElementById("diagnosis-json");
+  if (payload.type === "application/json") {
+    ready(payload.textContent, JSON.parse(payload.textContent));
+  } else {
+    var binary = atob(payload.textContent.trim());
+    var bytes = new Uint8Array(binary.length);
+    for (var i = 0; i < binary.length; i += 1) { bytes[i] = binary.charCodeAt(i); }
+    var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    new Response(stream).text().then(function (json) { ready(json, JSON.parse(json)); });
+  }
 })();

@@ -39,6 +39,12 @@ class Evidence:
     source: str
     line: int
     text: str
+    context: tuple[tuple[int, str], ...] = ()
+    """(line, text) of the lines around it that logsleuth kept, in line order, itself excluded.
+
+    Only lines that became events are kept, so a gap in the line numbers is a line that was
+    blank, unrecognized or (for long runs of collectives) skipped by the parser.
+    """
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -142,6 +148,71 @@ class JobView:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ProgressGroup:
+    """Members of a communicator that stopped at the same collective."""
+
+    ranks: str
+    count: int
+    op_count: int | None
+    """The last opCount they logged; None for members that logged no collective at all."""
+    collective: str = ""
+    behind: int | None = None
+    """Collectives behind the most advanced member; None when nothing was logged."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommProgress:
+    """Where each member of one communicator stopped, most advanced group first."""
+
+    id: str
+    nranks: int | None
+    members: int
+    groups: tuple[ProgressGroup, ...]
+    laggards: str = ""
+    """Ranks behind the most advanced group or without any collective, as a range."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FirstError:
+    """The first error of some processes, grouped when the message is the same but for numbers."""
+
+    kind: str
+    """``NCCL WARN``, ``NCCL error``, ``watchdog timeout``, ``watchdog``, ``gloo``,
+    ``traceback``, ``process failed``."""
+    message: str
+    ranks: str
+    processes: int
+    hosts: tuple[str, ...] = ()
+    time: str | None = None
+    """When the earliest of them was logged (``HH:MM:SS.mmm``, with the date when known)."""
+    last_time: str | None = None
+    evidence: Evidence | None = None
+    """The earliest line of the group."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigValue:
+    """One value of a configuration key and the processes that had it."""
+
+    value: str
+    ranks: str
+    processes: int
+    hosts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigEntry:
+    """A configuration key (version, driver, plugin, ``NCCL_*`` variable) across processes."""
+
+    key: str
+    values: tuple[ConfigValue, ...]
+    """Most common value first."""
+    unset: str = ""
+    """Ranks that logged NCCL lines but no value for the key."""
+    differs: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class InputView:
     """The accounting of one input, as CONTRACT section 3 ``inputs[]`` shows it."""
 
@@ -170,3 +241,9 @@ class Diagnosis:
     version: str = "0.1.0"
     topology: tuple[TopologyView, ...] = ()
     """The rebuilt topology of each communicator that logged its init (rings, transports)."""
+    progress: tuple[CommProgress, ...] = ()
+    """Per communicator, where each member stopped; communicators with laggards first."""
+    timeline: tuple[FirstError, ...] = ()
+    """First errors across processes, earliest first."""
+    config: tuple[ConfigEntry, ...] = ()
+    """Configuration seen across processes; keys whose value differs first."""

@@ -6,13 +6,42 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import cast
 
-from logsleuth.model.diagnosis import SEVERITIES, Diagnosis, Finding, RankView
+from logsleuth.model.diagnosis import (
+    SEVERITIES,
+    CommProgress,
+    ConfigEntry,
+    Diagnosis,
+    Finding,
+    FirstError,
+    ProgressGroup,
+    RankView,
+)
 from logsleuth.model.ranks import format_ranks
 
 LIST_LIMIT = 6
 """How many hosts or pids a one-line summary names before it says ``+N more``."""
 
 SECTION_HELP = {
+    "overview": (
+        "The job as the logs describe it: how many processes (ranks) it had, on which "
+        "machines, with which library versions, and the time span the logs cover."
+    ),
+    "progress": (
+        "NCCL numbers the collective operations (AllReduce, AllGather, ...) of each "
+        "communicator in order (opCount); every member must reach the same number. Ranks "
+        "whose last logged operation is behind the others are the laggards: the others are "
+        "waiting for them."
+    ),
+    "timeline": (
+        "The first error each process logged, in time order, with identical messages from "
+        "many ranks counted once; the earliest error is usually closest to the cause, later "
+        "ones are often consequences (timeouts, aborts)."
+    ),
+    "config": (
+        "Versions, network choices and NCCL_* environment variables as each process logged "
+        "them; ranks of one job should agree, and a value that differs is a common cause of "
+        "hangs and crashes."
+    ),
     "verdict": (
         "The most likely root cause, with the process to look at first; everything below "
         "is the evidence for it."
@@ -31,7 +60,8 @@ SECTION_HELP = {
     ),
     "stacks": (
         "Ranks whose Python call stacks are identical are grouped together; a small group "
-        "that differs from the rest is usually where the problem is."
+        "that differs from the rest is usually where the problem is. The tree merges all "
+        "stacks from the outermost frame in, and splits where ranks went different ways."
     ),
     "communicators": (
         "A communicator is a group of ranks that NCCL (NVIDIA's GPU communication library) "
@@ -240,3 +270,132 @@ def last_ops(groups: Iterable[tuple[str, int, str]]) -> str:
 def transports(pairs: Iterable[tuple[str, int]]) -> str:
     """Describe transports with their connection counts: ``NET/IB 16, P2P/IPC 24``."""
     return ", ".join(f"{name} {count}" for name, count in sorted(pairs))
+
+
+def time_range(d: Diagnosis) -> str:
+    """Describe the time span the logs cover, or an empty string."""
+    if d.job.time_range is None:
+        return ""
+    start, end = d.job.time_range
+    return start if start == end else f"{start} to {end}"
+
+
+def overview_rows(d: Diagnosis) -> list[tuple[str, str]]:
+    """Return the job overview as (label, value) rows, only for what is known."""
+    job = d.job
+    ranks = sorted({r.rank for r in d.ranks if r.rank is not None})
+    rows: list[tuple[str, str]] = []
+    if job.world_size is not None:
+        rows.append(("world size", f"{job.world_size} {plural(job.world_size, 'rank')}"))
+    seen = f"{len(ranks)} ({format_ranks(ranks)})" if ranks else "none"
+    rows.append(("ranks with evidence", seen))
+    if job.world_size:
+        missing = sorted(set(range(job.world_size)) - set(ranks))
+        if missing and ranks:
+            rows.append(("ranks without evidence", f"{len(missing)} ({format_ranks(missing)})"))
+    unranked = sum(1 for r in d.ranks if r.rank is None)
+    if unranked:
+        rows.append(("processes without a known rank", str(unranked)))
+    hosts = sorted(set(job.hosts))
+    if hosts:
+        per_host: dict[str, int] = {}
+        for r in d.ranks:
+            if r.host:
+                per_host[r.host] = per_host.get(r.host, 0) + 1
+        counts = sorted(set(per_host.values()))
+        spread = f"; {name_list(counts)} processes per host" if counts else ""
+        rows.append(("hosts", f"{len(hosts)} ({name_list(hosts)}){spread}"))
+    for version, ranks_text, host_text in nccl_version_rows(d):
+        rows.append(("NCCL", f"{version} (ranks {ranks_text or '?'} on {host_text or '?'})"))
+    for entry in d.config:
+        if entry.key in ("CUDA driver", "network", "NET plugin"):
+            rows.append((entry.key, ", ".join(v.value for v in entry.values)))
+    if job.torch_version:
+        rows.append(("torch", job.torch_version))
+    if job.launcher:
+        rows.append(("launcher", job.launcher))
+    span = time_range(d)
+    if span:
+        rows.append(("time range", span))
+    rows.append(("communicators", str(len(d.communicators))))
+    lines = sum(i.lines for i in d.inputs)
+    rows.append(("inputs", f"{len(d.inputs)} {plural(len(d.inputs), 'file')}, {lines:,} lines"))
+    return rows
+
+
+def group_position(g: ProgressGroup) -> str:
+    """Say where a progress group stopped: ``AllReduce #412 (0x19c)`` or ``no collective``."""
+    if g.op_count is None:
+        return "no collective logged"
+    name = f"{g.collective} " if g.collective else ""
+    return f"{name}#{g.op_count} ({g.op_count:#x})"
+
+
+def group_lag(g: ProgressGroup) -> str:
+    """Say how far a group is behind the most advanced one."""
+    if g.behind is None:
+        return "-"
+    return "most advanced" if g.behind == 0 else f"{g.behind} behind"
+
+
+def progress_summary(p: CommProgress) -> str:
+    """Describe one communicator's progress in a line."""
+    size = p.nranks if p.nranks is not None else p.members
+    if len(p.groups) == 1:
+        return f"comm {p.id} ({size} ranks): all at {group_position(p.groups[0])}"
+    return f"comm {p.id} ({size} ranks): laggards {p.laggards or '(no rank known)'}"
+
+
+def split_progress(d: Diagnosis) -> tuple[list[CommProgress], list[CommProgress]]:
+    """Split communicators into those with laggards and those whose members agree."""
+    uneven = [p for p in d.progress if len(p.groups) > 1]
+    even = [p for p in d.progress if len(p.groups) <= 1]
+    return uneven, even
+
+
+def first_error_who(e: FirstError) -> str:
+    """Describe the processes of a timeline entry: ``ranks 0-6 (7 processes) on 2 hosts``."""
+    parts = []
+    if e.ranks:
+        parts.append(f"{plural(e.processes, 'rank')} {e.ranks}")
+    if e.processes > 1 or not e.ranks:
+        parts.append(f"({e.processes} {plural(e.processes, 'process', 'processes')})")
+    if e.hosts:
+        hosts = sorted(set(e.hosts))
+        parts.append(
+            f"on {name_list(hosts)}" if len(hosts) <= LIST_LIMIT else f"on {len(hosts)} hosts"
+        )
+    return " ".join(parts)
+
+
+def config_value_who(entry: ConfigEntry, index: int) -> str:
+    """Describe who had the ``index``-th value of a configuration key."""
+    value = entry.values[index]
+    who_text = f"ranks {value.ranks}" if value.ranks else f"{value.processes} processes"
+    hosts = sorted(set(value.hosts))
+    if hosts:
+        who_text += f" on {name_list(hosts) if len(hosts) <= LIST_LIMIT else f'{len(hosts)} hosts'}"
+    return who_text
+
+
+def culprit_details(d: Diagnosis) -> list[tuple[str, str]]:
+    """Return GPU, last collective and stack state of the verdict's culprits, when few and known."""
+    views = culprit_views(d)
+    if not views or len(views) > LIST_LIMIT:
+        return []
+    facts: list[tuple[str, str]] = []
+    gpus = []
+    for r in views:
+        devices = ",".join(map(str, r.devices))
+        bus = ",".join(r.bus_ids)
+        if devices or bus:
+            gpus.append(" ".join(x for x in (f"cudaDev {devices}" if devices else "", bus) if x))
+    if gpus:
+        facts.append((plural(len(gpus), "GPU"), "; ".join(gpus)))
+    collectives = sorted({r.last_collective for r in views if r.last_collective})
+    if collectives:
+        facts.append(("last collective", "; ".join(collectives)))
+    states = sorted({r.state for r in views if r.state})
+    if states:
+        facts.append(("stack", "; ".join(states)))
+    return facts

@@ -9,6 +9,7 @@ from ``file://``, makes no network request and cannot run script that a log line
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 from functools import cache
 
@@ -26,9 +27,8 @@ from logsleuth.model.diagnosis import (
     StackClass,
 )
 from logsleuth.model.ranks import format_ranks
-from logsleuth.report import common
+from logsleuth.report import common, html_sections
 from logsleuth.report.json import build_json, dumps_canonical
-from logsleuth.report.topology_svg import render_topology_svg, topology_summary
 from logsleuth.resources import template_dir
 
 TEMPLATE = "report.html.j2"
@@ -36,11 +36,15 @@ STYLESHEET = "report.css"
 SCRIPT = "report.js"
 
 OPEN_RANK_TABLE_LIMIT = 64
+"""Jobs up to this many processes show the per-rank table expanded."""
 TOPOLOGY_HELP = (
     "How NCCL wired each communicator at init: hosts as boxes with their GPUs inside, ring "
     "connections coloured by transport, and hosts or ranks a topology finding names outlined in red."
 )
-"""Jobs up to this many processes show the per-rank table expanded."""
+VERDICT_STEPS = 3
+"""Next steps the verdict banner lists; the primary finding below has all of them."""
+COMPRESS_ABOVE = 256 * 1024
+"""Embedded JSON larger than this many bytes is stored gzip-compressed and base64-encoded."""
 
 TITLE_LIMIT = 120
 
@@ -103,10 +107,7 @@ def _severity_class(severity: str | None) -> str:
 
 
 def _evidence_view(evidence: tuple[Evidence, ...]) -> list[dict[str, object]]:
-    return [
-        {"location": f"{e.source}:{e.line}", "source": e.source, "line": e.line, "text": e.text}
-        for e in evidence
-    ]
+    return html_sections.evidence_view(evidence)
 
 
 def _evidence_label(f: Finding) -> str:
@@ -133,6 +134,8 @@ def _finding_view(f: Finding, primary: Finding | None, index: int) -> dict[str, 
         "evidence_label": _evidence_label(f),
         "next_steps": list(f.next_steps),
         "is_primary": f is primary,
+        "similar": [],
+        "similar_label": "",
     }
 
 
@@ -147,12 +150,14 @@ def _verdict_view(d: Diagnosis, primary: Finding | None) -> dict[str, object]:
         "summary": v.summary,
         "tone": _TONES.get(v.kind, _severity_class(severity)),
         "severity": severity or "",
-        "culprits": [{"label": label, "value": value} for label, value in common.culprit_parts(d)],
+        "culprits": [{"label": label, "value": value} for label, value in common.culprit_parts(d)]
+        + html_sections.culprit_facts(d),
         "confidence": common.format_confidence(v.confidence),
         "confidence_word": common.confidence_word(v.confidence),
         "rule": rule,
         "detail": primary.detail if primary is not None else "",
-        "next_steps": list(primary.next_steps) if primary is not None else [],
+        "next_steps": list(primary.next_steps[:VERDICT_STEPS]) if primary is not None else [],
+        "more_steps": max(0, len(primary.next_steps) - VERDICT_STEPS) if primary is not None else 0,
     }
 
 
@@ -213,7 +218,8 @@ def _input_view(i: InputView) -> dict[str, object]:
 
 def _inputs_view(inputs: tuple[InputView, ...]) -> dict[str, object]:
     return {
-        "rows": [_input_view(i) for i in inputs],
+        "rows": [_input_view(i) for i in inputs[: html_sections.PAGE_ROWS]],
+        "paged": len(inputs) > html_sections.PAGE_ROWS,
         "total": {
             "count": f"{len(inputs)} {common.plural(len(inputs), 'input')}",
             "lines": f"{sum(i.lines for i in inputs):,}",
@@ -230,28 +236,54 @@ def _title(d: Diagnosis) -> str:
     return title if len(title) <= TITLE_LIMIT else title[: TITLE_LIMIT - 3] + "..."
 
 
+def embedded_data(d: Diagnosis) -> tuple[str, str]:
+    """Return the script type and body that carry the diagnosis JSON inside the page.
+
+    Small documents are script-safe JSON as they are. Large ones (a 4,096-rank job is
+    several megabytes of repetitive JSON) are gzip-compressed with a fixed mtime, so the
+    bytes stay deterministic, and base64-encoded, which cannot close the element either.
+    """
+    data = script_safe_json(build_json(d))
+    if len(data) <= COMPRESS_ABOVE:
+        return "application/json", data
+    packed = gzip.compress(data.encode("utf-8"), compresslevel=9, mtime=0)
+    return "application/gzip", base64.b64encode(packed).decode("ascii")
+
+
+def _rank_rows(d: Diagnosis) -> list[dict[str, object]]:
+    culprits = {id(r) for r in common.culprit_views(d)}
+    shown = list(d.ranks[: html_sections.PAGE_ROWS])
+    # Without the pager (no JavaScript) the blamed processes must still be in the table.
+    shown += [r for r in d.ranks[html_sections.PAGE_ROWS :] if id(r) in culprits]
+    return [_rank_view(r, id(r) in culprits) for r in shown]
+
+
 def build_view(d: Diagnosis) -> dict[str, object]:
     """Build everything the page shows, formatted, so the template only places it.
 
     Strings are plain text; the template's autoescaping makes them safe. The only markup
-    values are the inlined CSS/JS files of the package and the script-safe JSON payload.
+    values are the inlined CSS/JS files of the package, the SVG drawings (which escape
+    their text themselves) and the script-safe JSON payload.
     """
-    data = script_safe_json(build_json(d))
+    data_type, data = embedded_data(d)
     d = common.scrub_controls(d)
     primary = common.primary_finding(d)
     index = {id(f): i for i, f in enumerate(d.findings, 1)}
-    groups = [
+    by_kind = dict(common.group_findings(d.findings))
+    groups: list[dict[str, object]] = [
         {
             "kind": kind,
             "count": len(findings),
             "findings": [_finding_view(f, primary, index[id(f)]) for f in findings],
         }
-        for kind, findings in common.group_findings(d.findings)
+        for kind, findings in by_kind.items()
     ]
-    culprits = {id(r) for r in common.culprit_views(d)}
     css = _asset(STYLESHEET)
     js = _asset(SCRIPT)
     ranks_known = format_ranks(r.rank for r in d.ranks if r.rank is not None)
+    page = html_sections.PAGE_ROWS
+    topology = html_sections.topology_view(d)
+    topology["help"] = TOPOLOGY_HELP
     return {
         "title": _title(d),
         "generator": f"logsleuth {d.version}",
@@ -261,21 +293,30 @@ def build_view(d: Diagnosis) -> dict[str, object]:
             "lines": _evidence_view(primary.evidence) if primary is not None else [],
             "note": common.evidence_note(primary) if primary is not None else "",
         },
-        "finding_groups": groups,
+        "finding_groups": html_sections.condense_groups(groups, by_kind),
         "counts": {
             "findings": len(d.findings),
             "stacks": len(d.stack_classes),
             "communicators": len(d.communicators),
             "gaps": len(d.gaps),
+            "timeline": len(d.timeline),
+            "config_differs": sum(1 for c in d.config if c.differs),
         },
+        "overview": common.overview_rows(d),
+        "progress": html_sections.progress_view(d),
+        "timeline": html_sections.timeline_view(d),
+        "config": html_sections.config_view(d),
         "ranks": {
-            "rows": [_rank_view(r, id(r) in culprits) for r in d.ranks],
+            "rows": _rank_rows(d),
             "count": len(d.ranks),
             "known": ranks_known,
             "open": len(d.ranks) <= OPEN_RANK_TABLE_LIMIT,
+            "paged": len(d.ranks) > page,
         },
         "stacks": [_stack_view(s, i) for i, s in enumerate(d.stack_classes, 1)],
-        "communicators": [_communicator_view(c) for c in d.communicators],
+        "stack_tree": html_sections.stack_tree_view(d) if len(d.stack_classes) > 1 else [],
+        "communicators": [_communicator_view(c) for c in d.communicators[:page]],
+        "communicators_paged": len(d.communicators) > page,
         "job": {
             "summary": common.job_summary(d),
             "nccl_versions": [
@@ -284,18 +325,14 @@ def build_view(d: Diagnosis) -> dict[str, object]:
             ],
             "version_mismatch": len(d.job.nccl_versions) > 1,
         },
-        "topology": {
-            "help": TOPOLOGY_HELP,
-            "views": [
-                {"summary": topology_summary(t), "svg": Markup(render_topology_svg(t))}
-                for t in d.topology
-            ],
-        },
+        "topology": topology,
         "inputs": _inputs_view(d.inputs),
         "gaps": list(d.gaps),
+        "unrecognized": html_sections.unrecognized_view(d),
         "csp": content_security_policy(css, js),
         "css": Markup(css),
         "js": Markup(js),
+        "data_type": data_type,
         "data_json": Markup(data),
     }
 

@@ -5,9 +5,13 @@ from __future__ import annotations
 import json
 
 from logsleuth.model.diagnosis import (
+    CommProgress,
     CommunicatorView,
+    ConfigEntry,
     Diagnosis,
+    Evidence,
     Finding,
+    FirstError,
     InputView,
     JobView,
     RankView,
@@ -39,6 +43,15 @@ def _verdict(v: Verdict) -> dict[str, object]:
     }
 
 
+def _evidence(e: Evidence) -> dict[str, object]:
+    return {
+        "source": e.source,
+        "line": e.line,
+        "text": e.text,
+        "context": [{"line": line, "text": text} for line, text in e.context],
+    }
+
+
 def _finding(f: Finding) -> dict[str, object]:
     return {
         "code": f.code,
@@ -53,7 +66,7 @@ def _finding(f: Finding) -> dict[str, object]:
         "communicator": f.communicator,
         "confidence": _confidence(f.confidence),
         # Evidence stays in the rule's order: strongest line first.
-        "evidence": [{"source": e.source, "line": e.line, "text": e.text} for e in f.evidence],
+        "evidence": [_evidence(e) for e in f.evidence],
         "evidence_total": max(f.evidence_total, len(f.evidence)),
         "next_steps": list(f.next_steps),
     }
@@ -211,6 +224,50 @@ def _rank(r: RankView) -> dict[str, object]:
     }
 
 
+def _progress(p: CommProgress) -> dict[str, object]:
+    return {
+        "communicator": p.id,
+        "nranks": p.nranks,
+        "members": p.members,
+        "laggards": p.laggards,
+        "groups": [
+            {
+                "ranks": g.ranks,
+                "count": g.count,
+                "op_count": g.op_count,
+                "collective": g.collective,
+                "behind": g.behind,
+            }
+            for g in p.groups
+        ],
+    }
+
+
+def _first_error(e: FirstError) -> dict[str, object]:
+    return {
+        "kind": e.kind,
+        "message": e.message,
+        "ranks": e.ranks,
+        "processes": e.processes,
+        "hosts": sorted(set(e.hosts)),
+        "time": e.time,
+        "last_time": e.last_time,
+        "evidence": _evidence(e.evidence) if e.evidence is not None else None,
+    }
+
+
+def _config(c: ConfigEntry) -> dict[str, object]:
+    return {
+        "key": c.key,
+        "differs": c.differs,
+        "unset": c.unset,
+        "values": [
+            {"value": v.value, "ranks": v.ranks, "processes": v.processes, "hosts": list(v.hosts)}
+            for v in c.values
+        ],
+    }
+
+
 def _input(i: InputView) -> dict[str, object]:
     return {
         "source": i.source,
@@ -241,6 +298,9 @@ def build_json(d: Diagnosis) -> dict[str, object]:
         "ranks": [_rank(r) for r in d.ranks],
         "inputs": [_input(i) for i in d.inputs],
         "gaps": list(d.gaps),
+        "progress": [_progress(p) for p in d.progress],
+        "timeline": [_first_error(e) for e in d.timeline],
+        "config": [_config(c) for c in d.config],
     }
 
 

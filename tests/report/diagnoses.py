@@ -5,16 +5,22 @@ from __future__ import annotations
 import dataclasses
 
 from logsleuth.model.diagnosis import (
+    CommProgress,
     CommunicatorView,
+    ConfigEntry,
+    ConfigValue,
     Diagnosis,
     Evidence,
     Finding,
+    FirstError,
     InputView,
     JobView,
+    ProgressGroup,
     RankView,
     StackClass,
     Verdict,
 )
+from logsleuth.model.ranks import format_ranks
 
 COMM = "0x7f3a9c2b11d04e55"
 HOSTS = ("node-a", "node-b")
@@ -57,6 +63,15 @@ def missing_collective() -> Diagnosis:
                 "node-b:4105:4105 [1] NCCL INFO AllReduce: opCount 19b sendbuff 0x7f2c1a000000 "
                 "recvbuff 0x7f2c1a000000 count 2097152 datatype 7 op 0 root 0 comm 0x55d2c0 "
                 "[nranks=8] stream 0x55d2e0",
+                context=(
+                    (
+                        1184,
+                        "node-b:4105:4105 [1] NCCL INFO AllReduce: opCount 19a sendbuff "
+                        "0x7f2c1a000000 recvbuff 0x7f2c1a000000 count 2097152 datatype 7 op 0 "
+                        "root 0 comm 0x55d2c0 [nranks=8] stream 0x55d2e0",
+                    ),
+                    (1189, "node-b:4105:4105 [1] NCCL INFO comm 0x55d2c0 rank 5 - Abort COMPLETE"),
+                ),
             ),
             Evidence(
                 "nccl/node-a.log",
@@ -236,6 +251,7 @@ def missing_collective() -> Diagnosis:
             nccl_versions=(("2.21.5", tuple(range(8)), HOSTS),),
             torch_version="2.13.0",
             launcher="torchrun",
+            time_range=("2026-03-21 01:58:40", "2026-03-21 02:07:09"),
         ),
         communicators=(world, pipe),
         stack_classes=(collective_stack, loader_stack),
@@ -277,6 +293,70 @@ def missing_collective() -> Diagnosis:
         gaps=(
             "no flight-recorder dumps: collective order comes from NCCL COLL lines only",
             "no stack dumps for node-a; its state comes from the launcher log",
+        ),
+        progress=(
+            CommProgress(
+                id=COMM,
+                nranks=8,
+                members=8,
+                groups=(
+                    ProgressGroup(
+                        ranks="0-4,6-7", count=7, op_count=412, collective="AllReduce", behind=0
+                    ),
+                    ProgressGroup(
+                        ranks="5", count=1, op_count=411, collective="AllReduce", behind=1
+                    ),
+                ),
+                laggards="5",
+            ),
+            CommProgress(
+                id="0x1b2c3d4e5f607182",
+                nranks=2,
+                members=2,
+                groups=(
+                    ProgressGroup(ranks="4-5", count=2, op_count=96, collective="Send", behind=0),
+                ),
+            ),
+        ),
+        timeline=(
+            FirstError(
+                kind="watchdog timeout",
+                message=(
+                    "[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog "
+                    "caught collective operation timeout: WorkNCCL(SeqNum=413, OpType=ALLREDUCE)"
+                ),
+                ranks="0-4,6-7",
+                processes=7,
+                hosts=HOSTS,
+                time="02:07:08.408",
+                last_time="02:07:08.913",
+                evidence=Evidence(
+                    "launcher.log",
+                    88,
+                    "[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] "
+                    "Watchdog caught collective operation timeout",
+                ),
+            ),
+            FirstError(
+                kind="process failed",
+                message="exitcode -6, signal SIGABRT",
+                ranks="5",
+                processes=1,
+                hosts=("node-b",),
+                evidence=Evidence("launcher.log", 112, "[5]:"),
+            ),
+        ),
+        config=(
+            ConfigEntry(
+                key="NCCL_P2P_DISABLE",
+                values=(ConfigValue(value="1", ranks="0-3", processes=4, hosts=("node-a",)),),
+                unset="4-7",
+                differs=True,
+            ),
+            ConfigEntry(
+                key="CUDA driver",
+                values=(ConfigValue(value="12.4 (12040)", ranks="0-7", processes=8, hosts=HOSTS),),
+            ),
         ),
     )
 
@@ -320,7 +400,12 @@ def hostile() -> Diagnosis:
     d = missing_collective()
     primary = d.findings[0]
     attacked_evidence = (
-        Evidence("nccl/node-b.log", 7, f"node-b:4105:4105 [1] NCCL WARN {SCRIPT_ATTACK}"),
+        Evidence(
+            "nccl/node-b.log",
+            7,
+            f"node-b:4105:4105 [1] NCCL WARN {SCRIPT_ATTACK}",
+            context=((6, f"node-b:4105:4105 [1] NCCL INFO {IMG_ATTACK}"), (9, CLOSE_ATTACK)),
+        ),
         Evidence("nccl/node-b.log", 8, f"node-b:4105:4105 [1] NCCL WARN {IMG_ATTACK}"),
         Evidence("nccl/node-b.log", 9, f"node-b:4105:4105 [1] NCCL WARN {CLOSE_ATTACK}"),
         *primary.evidence,
@@ -349,4 +434,104 @@ def hostile() -> Diagnosis:
         stack_classes=(d.stack_classes[0], loader),
         ranks=ranks,
         gaps=(*d.gaps, f"gap {CLOSE_ATTACK}"),
+        progress=(dataclasses.replace(d.progress[0], id=f"0x1 {IMG_ATTACK}"), *d.progress[1:]),
+        timeline=(
+            dataclasses.replace(d.timeline[0], message=f"{SCRIPT_ATTACK} {IMG_ATTACK}"),
+            *d.timeline[1:],
+        ),
+        config=(
+            dataclasses.replace(
+                d.config[0],
+                key=f"NCCL_{IMG_ATTACK}",
+                values=(dataclasses.replace(d.config[0].values[0], value=SCRIPT_ATTACK),),
+            ),
+            *d.config[1:],
+        ),
+    )
+
+
+def large(world: int = 4096, per_host: int = 8, culprit: int = 1234) -> Diagnosis:
+    """Return a ``world``-rank job in which ``culprit`` never entered the last AllReduce."""
+    d = missing_collective()
+    hosts = tuple(f"gpu-node{h:04d}" for h in range(world // per_host))
+    others = tuple(r for r in range(world) if r != culprit)
+    ranks = tuple(
+        RankView(
+            rank=r,
+            host=hosts[r // per_host],
+            pid=40000 + r,
+            devices=(r % per_host,),
+            nccl_version="2.21.5",
+            last_collective=f"AllReduce opCount {0x26 if r == culprit else 0x27:#x} on {COMM}",
+            state="barrier at evaluate (train.py:96)" if r == culprit else "all_reduce",
+            first_error=None if r == culprit else "Watchdog caught collective operation timeout",
+        )
+        for r in range(world)
+    )
+    primary = dataclasses.replace(
+        d.findings[0],
+        title=f"rank {culprit} never entered AllReduce #39 on comm {COMM}",
+        ranks=(culprit,),
+        hosts=(hosts[culprit // per_host],),
+        pids=(40000 + culprit,),
+    )
+    timeout = dataclasses.replace(d.findings[1], ranks=others)
+    per_host_findings = tuple(
+        dataclasses.replace(
+            d.findings[3], title=f"P2P disabled on {host}", hosts=(host,), ranks=(), pids=()
+        )
+        for host in hosts[:40]
+    )
+    return dataclasses.replace(
+        d,
+        verdict=dataclasses.replace(
+            d.verdict,
+            summary=f"rank {culprit} never entered AllReduce #39; the other {world - 1} ranks wait",
+            culprit_ranks=(culprit,),
+            culprit_hosts=(hosts[culprit // per_host],),
+            culprit_pids=(40000 + culprit,),
+        ),
+        findings=(primary, timeout, *per_host_findings),
+        job=dataclasses.replace(
+            d.job,
+            world_size=world,
+            hosts=hosts,
+            nccl_versions=(("2.21.5", tuple(range(world)), hosts),),
+        ),
+        ranks=ranks,
+        inputs=tuple(
+            InputView(
+                source=f"nccl/{host}.{40000 + r}.log",
+                kind="nccl-log",
+                lines=300,
+                recognized=300,
+                unrecognized=0,
+                blank=0,
+            )
+            for r, host in ((r, hosts[r // per_host]) for r in range(world))
+        ),
+        progress=(
+            CommProgress(
+                id=COMM,
+                nranks=world,
+                members=world,
+                groups=(
+                    ProgressGroup(
+                        ranks=format_ranks(others),
+                        count=world - 1,
+                        op_count=39,
+                        collective="AllReduce",
+                        behind=0,
+                    ),
+                    ProgressGroup(
+                        ranks=str(culprit), count=1, op_count=38, collective="AllReduce", behind=1
+                    ),
+                ),
+                laggards=str(culprit),
+            ),
+        ),
+        stack_classes=(
+            dataclasses.replace(d.stack_classes[0], ranks=format_ranks(others), count=world - 1),
+            dataclasses.replace(d.stack_classes[1], ranks=str(culprit), count=1),
+        ),
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import gzip
 import hashlib
 import json
 from html.parser import HTMLParser
@@ -13,7 +14,14 @@ from logsleuth.report.html import build_view, render_html, script_safe_json
 from logsleuth.report.json import build_json
 from logsleuth.resources import template_dir
 from tests.conftest import Golden
-from tests.report.diagnoses import IMG_ATTACK, SCRIPT_ATTACK, healthy, hostile, missing_collective
+from tests.report.diagnoses import (
+    IMG_ATTACK,
+    SCRIPT_ATTACK,
+    healthy,
+    hostile,
+    large,
+    missing_collective,
+)
 
 DATA_OPEN = '<script type="application/json" id="diagnosis-json">'
 
@@ -156,12 +164,16 @@ def test_view_model_holds_formatted_values() -> None:
             {"label": "rank", "value": "5"},
             {"label": "host", "value": "node-b"},
             {"label": "pid", "value": "4105"},
+            {"label": "GPU", "value": "cudaDev 1 0000:18:00.0"},
+            {"label": "last collective", "value": "AllReduce #0x19b on comm 0x7f3a9c2b11d04e55"},
+            {"label": "stack", "value": "data loading"},
         ],
         "confidence": "0.90",
         "confidence_word": "high",
         "rule": "LS101 collective.missing",
         "detail": missing_collective().findings[0].detail,
         "next_steps": list(missing_collective().findings[0].next_steps),
+        "more_steps": 0,
     }
     groups = view["finding_groups"]
     assert isinstance(groups, list)
@@ -211,3 +223,37 @@ def test_inlined_assets_cannot_close_their_own_elements() -> None:
     js = (template_dir() / "report.js").read_text(encoding="utf-8")
     assert "</style" not in css.lower()
     assert "</script" not in js.lower() and "<!--" not in js
+
+
+def test_log_text_in_every_new_section_stays_text() -> None:
+    html = render_html(hostile())
+    page = _parse(html)
+    assert not [tag for tag, _ in page.tags if tag == "img"]
+    assert html.count(SCRIPT_ATTACK) == 0 and html.count(IMG_ATTACK) == 0
+    escaped_img = "&lt;img src=x onerror=&#34;window.__pwned = 2; alert(1)&#34;&gt;"
+    # context line, progress caption and SVG title, timeline message, config key
+    assert html.count(escaped_img) >= 6
+    assert '<li class="current"><span class="loc">7</span>' in html
+
+
+def test_large_job_pages_its_tables_and_compresses_its_data() -> None:
+    d = large()
+    html = render_html(d)
+    assert len(html.encode()) < 1_000_000
+    page = _parse(html)
+    attrs, payload = page.scripts[0]
+    assert attrs["type"] == "application/gzip"
+    assert json.loads(gzip.decompress(base64.b64decode(payload))) == build_json(d)
+    rows = [a for tag, a in page.tags if tag == "tr" and "data-rank" in a]
+    assert len(rows) == 101  # the first page and the culprit, rank 1234
+    assert rows[-1] == {"data-rank": "1234", "class": "culprit"}
+    assert 'data-table="rank-table"' in html and 'data-table="input-table"' in html
+
+
+def test_repeated_findings_of_one_rule_are_condensed() -> None:
+    view = build_view(large())
+    groups = {g["kind"]: g for g in view["finding_groups"]}  # type: ignore[union-attr]
+    entries = groups["transport-degraded"]["findings"]
+    assert len(entries) == 1
+    assert entries[0]["similar_label"] == "39 similar findings of LS305"
+    assert entries[0]["who"] == "on 40 hosts"

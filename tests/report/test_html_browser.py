@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from logsleuth.report.html import render_html
-from tests.report.diagnoses import hostile
+from tests.report.diagnoses import hostile, large
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
@@ -110,7 +110,7 @@ def test_verdict_is_visible_without_scrolling(watched: _Watched) -> None:
 def test_details_expand_on_click(watched: _Watched) -> None:
     frames = watched.page.locator("#stack-2 details.frames")
     assert frames.evaluate("el => el.open") is False
-    inner = watched.page.get_by_text("_get_data (torch/utils/data/dataloader.py:1133)")
+    inner = frames.get_by_text("_get_data (torch/utils/data/dataloader.py:1133)")
     assert not inner.is_visible()
     frames.locator("summary").click()
     assert frames.evaluate("el => el.open") is True
@@ -168,3 +168,72 @@ def test_phone_dark_mode_and_print(browser: object, report: Path) -> None:
         assert opened.errors == []
     finally:
         opened.context.close()
+
+
+def test_evidence_line_expands_to_its_context(watched: _Watched) -> None:
+    first = watched.page.locator("#evidence details.context").first
+    lines = first.locator(".context-lines li")
+    assert not lines.first.is_visible()
+    first.locator("summary").click()
+    assert lines.first.is_visible()
+    assert first.locator(".context-lines li.current .loc").inner_text() == "7"
+    assert first.locator(".context-lines li.gap").all_inner_texts() == ["1 line not kept"]
+    shown = first.locator(".context-lines li code").first.inner_text()
+    assert (
+        shown == 'node-b:4105:4105 [1] NCCL INFO <img src=x onerror="window.__pwned = 2; alert(1)">'
+    )
+
+
+def test_sections_for_a_reader_new_to_nccl(watched: _Watched) -> None:
+    for section in ("overview", "progress", "stacks", "timeline", "findings", "config", "gaps"):
+        assert watched.page.locator(f"#{section} > p.help").first.is_visible(), section
+    laggard = watched.page.locator("#progress tr.laggard td").first.inner_text()
+    assert laggard == "5"
+
+
+@pytest.fixture(scope="module")
+def large_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("large") / "report.html"
+    path.write_text(render_html(large()), encoding="utf-8")
+    return path
+
+
+def test_large_report_opens_paged_with_verdict_first(browser: object, large_report: Path) -> None:
+    opened = _Watched(browser, large_report, viewport=VIEWPORT)
+    try:
+        page = opened.page
+        page.wait_for_selector("html[data-ready='1']", state="attached")
+        assert opened.errors == []
+        assert opened.requests == [large_report.as_uri()]
+        box = page.locator("#verdict").bounding_box()
+        assert box is not None and box["y"] + box["height"] <= VIEWPORT["height"]
+        page.click("#rank-details > summary")
+        assert page.locator("#rank-table tbody tr").count() == 100
+        assert (
+            page.inner_text(
+                "#rank-table ~ .pager .pager-status, .pager[data-table='rank-table'] .pager-status"
+            )
+            == "rows 1-100 of 4096"
+        )
+        page.click(".pager[data-table='rank-table'] .next")
+        assert page.locator("#rank-table tbody tr").first.get_attribute("data-rank") == "100"
+        page.fill("#rank-filter", "1234")
+        row = page.locator("#rank-table tbody tr")
+        assert row.count() == 1 and row.get_attribute("class") == "culprit"
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.fill("#rank-filter", "")
+        page.screenshot(path=str(ARTIFACTS / "report-4096-1400x900.png"))
+        page.locator("#progress").scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "report-4096-progress.png"))
+    finally:
+        opened.context.close()
+
+
+def test_prints_to_pdf_with_every_section_open(watched: _Watched) -> None:
+    watched.page.emulate_media(media="print")
+    watched.page.evaluate("window.dispatchEvent(new Event('beforeprint'))")
+    assert watched.page.eval_on_selector_all("details", "els => els.every(el => el.open)")
+    ARTIFACTS.mkdir(exist_ok=True)
+    pdf = watched.page.pdf(path=str(ARTIFACTS / "report.pdf"), format="A4")
+    assert pdf.startswith(b"%PDF-")
+    assert watched.errors == []

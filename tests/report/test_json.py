@@ -39,7 +39,7 @@ CONTRACT_FINDING = {
 def test_top_level_keys_follow_the_contract() -> None:
     data = build_json(missing_collective())
     assert set(data) >= CONTRACT_TOP
-    assert set(data) - CONTRACT_TOP == {"ranks", "gaps"}
+    assert set(data) - CONTRACT_TOP == {"ranks", "gaps", "progress", "timeline", "config"}
     assert data["schema"] == "logsleuth.diagnosis/1"
     assert data["generator"] == {"name": "logsleuth", "version": "0.1.0"}
 
@@ -77,7 +77,22 @@ def test_findings_carry_contract_keys_and_evidence() -> None:
             "recvbuff 0x7f2c1a000000 count 2097152 datatype 7 op 0 root 0 comm 0x55d2c0 "
             "[nranks=8] stream 0x55d2e0"
         ),
+        "context": [
+            {
+                "line": 1184,
+                "text": (
+                    "node-b:4105:4105 [1] NCCL INFO AllReduce: opCount 19a sendbuff "
+                    "0x7f2c1a000000 recvbuff 0x7f2c1a000000 count 2097152 datatype 7 op 0 root 0 "
+                    "comm 0x55d2c0 [nranks=8] stream 0x55d2e0"
+                ),
+            },
+            {
+                "line": 1189,
+                "text": "node-b:4105:4105 [1] NCCL INFO comm 0x55d2c0 rank 5 - Abort COMPLETE",
+            },
+        ],
     }
+    assert findings[0]["evidence"][1]["context"] == []
     assert findings[1]["ranks"] == [0, 1, 2, 3, 4, 6, 7]
     assert findings[3]["next_steps"] == []
 
@@ -91,7 +106,7 @@ def test_job_maps_each_nccl_version_to_its_ranks() -> None:
         "nccl_version_hosts": {"2.21.5": ["node-a", "node-b"]},
         "torch_version": "2.13.0",
         "launcher": "torchrun",
-        "time_range": None,
+        "time_range": ["2026-03-21 01:58:40", "2026-03-21 02:07:09"],
     }
 
 
@@ -173,3 +188,37 @@ def test_undecodable_and_non_ascii_text_is_escaped_ascii() -> None:
 
 def test_golden_json(golden: Golden) -> None:
     golden.check("report/missing_collective.json", render_json(missing_collective()))
+
+
+def test_overview_views_carry_progress_timeline_and_config() -> None:
+    data = build_json(missing_collective())
+    assert data["progress"][0] == {
+        "communicator": COMM,
+        "nranks": 8,
+        "members": 8,
+        "laggards": "5",
+        "groups": [
+            {
+                "ranks": "0-4,6-7",
+                "count": 7,
+                "op_count": 412,
+                "collective": "AllReduce",
+                "behind": 0,
+            },
+            {"ranks": "5", "count": 1, "op_count": 411, "collective": "AllReduce", "behind": 1},
+        ],
+    }
+    first = data["timeline"][0]
+    assert (first["kind"], first["ranks"], first["processes"], first["time"]) == (
+        "watchdog timeout",
+        "0-4,6-7",
+        7,
+        "02:07:08.408",
+    )
+    assert first["evidence"]["source"] == "launcher.log"
+    assert data["config"][0] == {
+        "key": "NCCL_P2P_DISABLE",
+        "differs": True,
+        "unset": "4-7",
+        "values": [{"value": "1", "ranks": "0-3", "processes": 4, "hosts": ["node-a"]}],
+    }

@@ -32,11 +32,14 @@ def test_sections_come_in_reading_order() -> None:
         "VERDICT",
         "EVIDENCE",
         "NEXT STEPS",
+        "COMMUNICATOR PROGRESS",
+        "FIRST ERRORS ACROSS RANKS",
         "OTHER FINDINGS (3)",
         "CULPRIT PROCESSES",
         "STACK CLASSES (2)",
         "COMMUNICATORS (2)",
-        "JOB ",
+        "CONFIGURATION DIFFERENCES",
+        "JOB OVERVIEW",
         "INPUTS ",
         "DATA GAPS",
     ]
@@ -139,3 +142,20 @@ def test_golden_text(golden: Golden) -> None:
 
 def test_golden_text_healthy(golden: Golden) -> None:
     golden.check("report/healthy.txt", render_text(healthy()))
+
+
+def test_overview_sections_mirror_the_html() -> None:
+    lines = _lines(render_text(missing_collective(), width=120))
+    assert lines[3] == (
+        "  GPU cudaDev 1 0000:18:00.0 | last collective AllReduce #0x19b on comm "
+        "0x7f3a9c2b11d04e55 | stack data loading"
+    )
+    assert "    ranks 5 (1)        AllReduce #411 (0x19b); 1 behind" in lines
+    assert "  NCCL_P2P_DISABLE  1: ranks 0-3 on node-a" in lines
+    assert "                    not logged: ranks 4-7" in lines
+    job = lines.index("JOB OVERVIEW")
+    assert lines[job + 1 : job + 4] == [
+        "  world size           8 ranks",
+        "  ranks with evidence  8 (0-7)",
+        "  hosts                2 (node-a, node-b); 4 processes per host",
+    ]

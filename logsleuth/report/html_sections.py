@@ -1,0 +1,257 @@
+"""View models of the HTML report's sections beyond the verdict and findings.
+
+Each function turns part of a :class:`~logsleuth.model.diagnosis.Diagnosis` into the plain
+strings and lists the template places; large parts are capped or left to the page's pager,
+which draws further rows from the embedded JSON.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import cast
+
+from markupsafe import Markup
+
+from logsleuth.analysis.stacks import build_class_tree
+from logsleuth.model.diagnosis import Diagnosis, Evidence, Finding
+from logsleuth.model.ranks import format_ranks
+from logsleuth.model.stacks import StackTreeNode
+from logsleuth.model.topology import TopologyView
+from logsleuth.report import common
+from logsleuth.report.progress_svg import render_progress_svg
+from logsleuth.report.topology_svg import render_topology_svg, topology_summary
+
+PAGE_ROWS = 100
+"""Rows a paged table holds in the HTML itself; the pager draws the rest from the JSON."""
+DRAWN_PROGRESS = 4
+"""Communicators with laggards whose rank grid is drawn."""
+EVEN_PROGRESS_ROWS = 50
+DRAWN_TOPOLOGIES = 4
+"""Topology drawings on the page; the others are listed by their one-line summary."""
+LISTED_TOPOLOGIES = 200
+OPEN_TOPOLOGY_RANKS = 256
+"""Larger communicators' drawings start collapsed: the browser lays them out only on demand."""
+TIMELINE_ROWS = 100
+UNRECOGNIZED_ROWS = 20
+TREE_NODE_LIMIT = 400
+"""Tree nodes drawn; a deeper or wider tree ends in a note (every class is in the table)."""
+SIMILAR_MIN = 3
+"""Findings of one rule whose titles differ only in numbers are condensed from this many."""
+
+_NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+")
+
+
+def evidence_view(evidence: Sequence[Evidence]) -> list[dict[str, object]]:
+    """Return each evidence line with its context rows (the line itself marked, gaps counted)."""
+    views: list[dict[str, object]] = []
+    for e in evidence:
+        rows: list[dict[str, object]] = []
+        lines = sorted([*e.context, (e.line, e.text)])
+        previous: int | None = None
+        for number, text in lines:
+            if previous is not None and number > previous + 1:
+                skipped = number - previous - 1
+                gap = f"{skipped} {common.plural(skipped, 'line')} not kept"
+                rows.append({"gap": gap, "line": "", "text": "", "current": False})
+            rows.append({"gap": "", "line": number, "text": text, "current": number == e.line})
+            previous = number
+        views.append(
+            {
+                "location": f"{e.source}:{e.line}",
+                "source": e.source,
+                "line": e.line,
+                "text": e.text,
+                "context": rows if e.context else [],
+            }
+        )
+    return views
+
+
+def culprit_facts(d: Diagnosis) -> list[dict[str, str]]:
+    """Return GPU, last collective and stack of the verdict's culprits as label/value pairs."""
+    return [{"label": label, "value": value} for label, value in common.culprit_details(d)]
+
+
+def _condensed(group: list[dict[str, object]], findings: list[Finding]) -> list[dict[str, object]]:
+    """Fold findings of one rule whose titles differ only in numbers into one entry."""
+    buckets: dict[tuple[str, str], list[int]] = {}
+    for i, f in enumerate(findings):
+        buckets.setdefault((f.code, _NUMBERS.sub("#", f.title)), []).append(i)
+    out: list[dict[str, object]] = []
+    for indices in buckets.values():
+        first = group[indices[0]]
+        if len(indices) < SIMILAR_MIN or first["is_primary"]:
+            out.extend(group[i] for i in indices)
+            continue
+        members = [findings[i] for i in indices]
+        who = common.who(
+            [r for f in members for r in f.ranks],
+            [h for f in members for h in f.hosts],
+            [p for f in members for p in f.pids],
+        )
+        out.append(
+            {
+                **first,
+                "who": who,
+                "similar": [str(group[i]["title"]) for i in indices[1:]],
+                "similar_label": f"{len(indices) - 1} similar findings of {first['code']}",
+            }
+        )
+    return out
+
+
+def condense_groups(
+    groups: list[dict[str, object]], findings_by_kind: dict[str, list[Finding]]
+) -> list[dict[str, object]]:
+    """Condense repeated findings within each kind group (see :func:`_condensed`)."""
+    for group in groups:
+        views = cast(list[dict[str, object]], group["findings"])
+        group["findings"] = _condensed(views, findings_by_kind[str(group["kind"])])
+    return groups
+
+
+def progress_view(d: Diagnosis) -> dict[str, object]:
+    """Return the progress section: communicators with laggards drawn, the others listed."""
+    uneven, even = common.split_progress(d)
+    comms = []
+    for i, p in enumerate(uneven):
+        svg = render_progress_svg(p) if i < DRAWN_PROGRESS else ""
+        comms.append(
+            {
+                "id": p.id,
+                "summary": common.progress_summary(p),
+                "svg": Markup(svg),
+                "groups": [
+                    {
+                        "ranks": g.ranks,
+                        "count": g.count,
+                        "position": common.group_position(g),
+                        "lag": common.group_lag(g),
+                        "laggard": g.behind != 0,
+                    }
+                    for g in p.groups
+                ],
+            }
+        )
+    return {
+        "uneven": comms,
+        "even": [common.progress_summary(p) for p in even[:EVEN_PROGRESS_ROWS]],
+        "even_count": len(even),
+        "even_more": max(0, len(even) - EVEN_PROGRESS_ROWS),
+    }
+
+
+def timeline_view(d: Diagnosis) -> dict[str, object]:
+    """Return the first-error rows, earliest first, capped at :data:`TIMELINE_ROWS`."""
+    rows = []
+    for e in d.timeline[:TIMELINE_ROWS]:
+        rows.append(
+            {
+                "time": e.time or "",
+                "last_time": e.last_time or "",
+                "kind": e.kind,
+                "who": common.first_error_who(e),
+                "message": e.message,
+                "evidence": evidence_view([e.evidence]) if e.evidence is not None else [],
+            }
+        )
+    return {"rows": rows, "more": max(0, len(d.timeline) - TIMELINE_ROWS)}
+
+
+def config_view(d: Diagnosis) -> dict[str, object]:
+    """Return keys whose value differs (with who has which) and the keys all agree on."""
+    differs = []
+    same = []
+    for entry in d.config:
+        if entry.differs:
+            differs.append(
+                {
+                    "key": entry.key,
+                    "options": [
+                        {"value": v.value, "who": common.config_value_who(entry, i)}
+                        for i, v in enumerate(entry.values)
+                    ],
+                    "unset": entry.unset,
+                }
+            )
+        else:
+            value = entry.values[0].value if entry.values else ""
+            note = f" (not logged by ranks {entry.unset})" if entry.unset else ""
+            same.append({"key": entry.key, "value": value, "note": note})
+    return {"differs": differs, "same": same}
+
+
+def _tree_node(node: StackTreeNode, budget: list[int]) -> dict[str, object]:
+    """Return a node and the chain of single children below it as one collapsible entry."""
+    frames = [node.frame]
+    while len(node.children) == 1 and node.children[0].count == node.count and not node.category:
+        node = node.children[0]
+        frames.append(node.frame)
+    budget[0] -= 1
+    who = format_ranks(node.ranks) if node.ranks else common.name_list(node.pids)
+    ends = ""
+    if node.category:
+        ends = node.category + (f" ({node.collective})" if node.collective else "")
+    children = []
+    for child in node.children:
+        if budget[0] <= 0:
+            break
+        children.append(_tree_node(child, budget))
+    return {
+        "frames": frames,
+        "who": who,
+        "count": node.count,
+        "ends": ends,
+        "suspect": node.suspect or "",
+        "children": children,
+        "cut": len(node.children) - len(children),
+    }
+
+
+def stack_tree_view(d: Diagnosis) -> list[dict[str, object]]:
+    """Return the STAT prefix tree of the stack classes, outermost frame first."""
+    if not d.stack_classes:
+        return []
+    root = build_class_tree(d.stack_classes)
+    budget = [TREE_NODE_LIMIT]
+    return [_tree_node(child, budget) for child in root.children if budget[0] > 0]
+
+
+def topology_view(d: Diagnosis) -> dict[str, object]:
+    """Draw the anomalous and the largest communicators; list the others by summary."""
+
+    def order(t: TopologyView) -> tuple[bool, int, str]:
+        return (not t.anomalies, -(t.nranks or len(t.ranks)), t.id)
+
+    ranked = sorted(d.topology, key=order)
+    drawn = ranked[:DRAWN_TOPOLOGIES]
+    rest = ranked[DRAWN_TOPOLOGIES:]
+    return {
+        "views": [
+            {
+                "summary": topology_summary(t),
+                "svg": Markup(render_topology_svg(t)),
+                "open": (t.nranks or len(t.ranks)) <= OPEN_TOPOLOGY_RANKS,
+            }
+            for t in drawn
+        ],
+        "listed": [topology_summary(t) for t in rest[:LISTED_TOPOLOGIES]],
+        "listed_more": max(0, len(rest) - LISTED_TOPOLOGIES),
+        "count": len(d.topology),
+    }
+
+
+def unrecognized_view(d: Diagnosis) -> dict[str, object]:
+    """Return the inputs with the most unrecognized lines, for the data-gaps section."""
+    partial = sorted(
+        (i for i in d.inputs if i.unrecognized), key=lambda i: (-i.unrecognized, i.source)
+    )
+    return {
+        "rows": [
+            {"source": i.source, "unrecognized": f"{i.unrecognized:,}", "lines": f"{i.lines:,}"}
+            for i in partial[:UNRECOGNIZED_ROWS]
+        ],
+        "more": max(0, len(partial) - UNRECOGNIZED_ROWS),
+        "total": f"{sum(i.unrecognized for i in partial):,}",
+    }
