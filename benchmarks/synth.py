@@ -35,6 +35,10 @@ FAULTS = (
     "dataloader-stall",
     "socket-fallback",
     "process-died",
+    "exception",
+    "early-exit",
+    "init-never",
+    "concurrent-use",
 )
 TRUTH_KIND = {
     "healthy": "healthy",
@@ -44,13 +48,30 @@ TRUTH_KIND = {
     "dataloader-stall": "non-collective-stall",
     "socket-fallback": "transport-degraded",
     "process-died": "process-died",
+    "exception": "process-died",
+    "early-exit": "process-died",
+    "init-never": "init-stall",
+    "concurrent-use": "concurrent-use",
 }
 """Generator fault -> the CONTRACT finding kind an analyzer should report."""
 HANGS = frozenset(
-    {"missing-collective", "collective-mismatch", "size-mismatch", "dataloader-stall"}
+    {
+        "missing-collective",
+        "collective-mismatch",
+        "size-mismatch",
+        "dataloader-stall",
+        "exception",
+        "early-exit",
+        "concurrent-use",
+    }
 )
-SKIPS_OP = frozenset({"missing-collective", "dataloader-stall"})
+"""Faults where the waiting ranks hang in one collective until their watchdog fires."""
+SKIPS_OP = frozenset({"missing-collective", "dataloader-stall", "exception", "early-exit"})
 """Faults where the culprit never enqueues the collective its peers hang in."""
+GONE = frozenset({"process-died", "exception", "early-exit"})
+"""Faults where the culprit process is gone when the others are found hanging."""
+EXCEPTION = ("ValueError", "non-finite loss (nan) at step {step}")
+"""What the culprit of ``exception`` raises (type, message)."""
 
 CHANNELS = 32
 """Ring/tree channels of an H100 communicator (``Channel 00/32``)."""
@@ -66,6 +87,7 @@ EPOCH = datetime(2026, 3, 21, 1, 0, 0)
 # Line numbers of the (fictional) training script, fixed so every rank agrees.
 L_MODULE, L_MAIN, L_NEXT_BATCH, L_STEP_CALL, L_EVAL_CALL = 214, 209, 173, 176, 180
 L_STEP_REDUCE, L_LOG_CALL, L_LOG_GATHER, L_EVAL_BARRIER = 128, 126, 112, 96
+L_CHECK_LOSS, L_PREPARE, L_PREPARE_CALL, L_SETUP_CALL, L_INIT_PG = 124, 41, 202, 203, 68
 
 _DATALOADER_WAIT = (
     "_PollLikeSelector.select (selectors.py:415)",
@@ -105,6 +127,8 @@ _AGENT_TRACEBACK = f"""Traceback (most recent call last):
 torch.distributed.elastic.multiprocessing.errors.ChildFailedError: 
 """  # noqa: W291 - the trailing space after "ChildFailedError:" is what torch prints
 _SIGNALS = {6: "SIGABRT", 9: "SIGKILL", 15: "SIGTERM"}
+METRICS_TID = 97
+"""tid - pid of the metrics thread of ``concurrent-use`` (threads start right after the process)."""
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -435,6 +459,8 @@ class Incident:
     def schedule(self, rank: int) -> list[tuple[int, str, int]]:
         """Return ``(layer, template, opCount)`` in the order ``rank`` enqueued them."""
         last = self.ops
+        if self.fault == "init-never":
+            return []  # nobody gets past communicator init: no collective is ever logged
         if self.fault in SKIPS_OP and rank == self.culprit:
             last = self.hang_op
         sub_counts = [0] * len(self.comms)
@@ -443,9 +469,13 @@ class Incident:
         for op in range(last):
             name = self.world_template(op)
             if op == self.hang_op and rank == self.culprit:
-                name = {"collective-mismatch": "gather", "size-mismatch": "step_alt"}.get(
-                    self.fault, name
-                )
+                name = {
+                    "collective-mismatch": "gather",
+                    "size-mismatch": "step_alt",
+                    # The culprit's main thread got to its first gradient bucket before
+                    # its metrics thread issued the step's loss all-reduce.
+                    "concurrent-use": "bucket0",
+                }.get(self.fault, name)
             out.append((0, name, op))
             if op >= self.preamble and (op - self.preamble) % steplen == steplen - 1:
                 for layer in range(1, len(self.comms)):
@@ -461,7 +491,7 @@ class Incident:
             return [r for r in range(self.ranks) if r != self.culprit]
         if self.fault in HANGS:
             return list(range(self.ranks))
-        if self.fault == "process-died":
+        if self.fault in ("process-died", "init-never"):
             return [r for r in range(self.ranks) if r != self.culprit]
         return []
 
@@ -480,11 +510,20 @@ class Incident:
         """Decide each rank's exit (code, time) the way torchrun and the watchdog would."""
         rng = random.Random(f"logsleuth-synth:{self.seed}:timeline")
         failed: dict[int, datetime] = {}
+        culprit_host = self.procs[self.culprit].host_index
         if self.fault in HANGS:
+            raised = None
+            if self.fault == "exception":
+                # The culprit dies with its traceback; its torchrun agent then stops the
+                # culprit's siblings at once, long before any watchdog would fire.
+                raised = self.hang_time + timedelta(milliseconds=rng.randrange(50, 400))
+                failed[self.culprit] = raised
             for r in self.waiting():
                 fire = self.hang_time + timedelta(
                     microseconds=TIMEOUT_MS * 1000 + rng.randrange(20_000, 140_000)
                 )
+                if raised is not None and self.procs[r].host_index == culprit_host:
+                    continue
                 self.fired[r] = fire
                 failed[r] = fire + timedelta(milliseconds=rng.randrange(250, 700))
         elif self.fault == "process-died":
@@ -508,7 +547,9 @@ class Incident:
             agent = first + timedelta(milliseconds=rng.randrange(60, 200))
             for r in local:
                 if r in failed and failed[r] <= agent:
-                    code = -9 if self.fault == "process-died" and r == self.culprit else -6
+                    code = -6
+                    if r == self.culprit:
+                        code = {"process-died": -9, "exception": 1}.get(self.fault, -6)
                     exits[r] = Exit(code, failed[r])
                 else:
                     exits[r] = Exit(-15, agent)
@@ -522,6 +563,10 @@ class Incident:
             )
             for r in local:
                 exits[r] = Exit(-15, last)
+        if self.fault == "early-exit":
+            # The culprit ran out of batches, destroyed its process group and exited 0 just
+            # before the collective its peers then wait in; torchrun only lists failures.
+            exits[self.culprit] = Exit(0, self.hang_time - timedelta(milliseconds=200))
         return exits
 
     def truth(self) -> dict[str, Any]:
@@ -778,6 +823,11 @@ class RankLog:
 
         make(0, "barrier", "AllReduce", 1, 0)
         make(0, "step", "AllReduce", 2, 0)
+        if inc.fault == "concurrent-use":
+            # A metrics thread all-reduces the loss on the world communicator while the main
+            # thread all-reduces gradients on it: two threads, one communicator, no ordering.
+            metrics = f"{p.host}:{p.pid}:{p.pid + METRICS_TID} [{p.local_rank}] NCCL INFO "
+            out["step"] = Template(metrics + out["step"].head[len(p.main) :], out["step"].tail)
         make(0, "step_alt", "AllReduce", 3, 0)
         make(0, "gather", "AllGather", 2, 0, inplace=False)
         for b, count in enumerate(inc.buckets):
@@ -791,7 +841,9 @@ class RankLog:
         inc, p, v = self.inc, self.proc, self.v
         fault = inc.fault
         lines: list[str] = []
-        if fault in ("healthy", "socket-fallback"):
+        if fault in ("healthy", "socket-fallback") or (
+            fault == "early-exit" and p.rank == inc.culprit
+        ):
             if v.old:
                 return lines
             return [self.teardown(layer, "Destroy") for layer in reversed(range(len(inc.comms)))]
@@ -849,8 +901,13 @@ class RankLog:
         inc = self.inc
         head = self.preamble()
         head += self.init_block(0)
-        for layer in range(1, len(inc.comms)):
-            head += self.init_block(layer)
+        if inc.fault == "init-never":
+            # Bootstrap waits for the rank that never called init: nothing after Init START.
+            started = [n for n, line in enumerate(head) if line.endswith(" - Init START")]
+            head = head[: started[0] + 1] if started else head
+        else:
+            for layer in range(1, len(inc.comms)):
+                head += self.init_block(layer)
         tpl = self.templates()
         sched = inc.schedule(self.proc.rank)
         hexes = _HEX
@@ -917,7 +974,8 @@ def _agent(level: str, t: datetime, pid: int, where: str) -> str:
 
 def _summary(inc: Incident, host: int) -> list[str]:
     """Return the ChildFailedError summary torchrun prints for the workers of ``host``."""
-    local = [p for p in inc.procs if p.host_index == host]
+    # torchrun lists failed workers only: a worker that exited 0 does not appear.
+    local = [p for p in inc.procs if p.host_index == host and inc.exits[p.rank].code != 0]
     order = sorted(local, key=lambda p: (inc.exits[p.rank].time, p.local_rank))
     root = order[0]
     rest = [root, *sorted((p for p in local if p is not root), key=lambda p: p.local_rank)]
@@ -925,15 +983,21 @@ def _summary(inc: Incident, host: int) -> list[str]:
     for idx, p in enumerate(rest):
         ex = inc.exits[p.rank]
         sig = -ex.code
+        if ex.code > 0:
+            code = f"  exitcode  : {ex.code} (pid: {p.pid}) "
+            trace = "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
+        else:
+            code = f"  exitcode  : {ex.code} (pid: {p.pid})  ({_SIGNALS[sig]})"
+            trace = f"  traceback : Signal {sig} ({_SIGNALS[sig]}) received by PID {p.pid}"
         blocks.append(
             [
                 f"[{idx}]:",
                 f"  time      : {ex.time:%Y-%m-%d_%H:%M:%S}",
                 f"  host      : {p.host}",
                 f"  rank      : {p.rank} (local_rank: {p.local_rank})",
-                f"  exitcode  : {ex.code} (pid: {p.pid})  ({_SIGNALS[sig]})",
+                code,
                 "  error_file: <N/A>",
-                f"  traceback : Signal {sig} ({_SIGNALS[sig]}) received by PID {p.pid}",
+                trace,
             ]
         )
     title = f"{SCRIPT} FAILED"
@@ -962,6 +1026,8 @@ def _watchdog_lines(inc: Incident, logs: dict[int, RankLog], r: int, fire: datet
         mine = r == inc.culprit
         gather = mine and inc.fault == "collective-mismatch"
         numel = 3 if mine and inc.fault == "size-mismatch" else 2
+        if mine and inc.fault == "concurrent-use":
+            numel = inc.buckets[0]
         text = _TIMEOUT.format(
             r=r,
             seq=seq,
@@ -989,7 +1055,7 @@ def _watchdog_lines(inc: Incident, logs: dict[int, RankLog], r: int, fire: datet
 
 def _agent_lines(inc: Incident, host: int, agent_pid: int) -> tuple[datetime, list[str]]:
     """Return when and what host ``host``'s torchrun agent prints as its workers fail."""
-    local = [p for p in inc.procs if p.host_index == host]
+    local = [p for p in inc.procs if p.host_index == host and inc.exits[p.rank].code != 0]
     failed = sorted(
         (p for p in local if inc.exits[p.rank].code != -15), key=lambda p: inc.exits[p.rank].time
     )
@@ -1012,6 +1078,26 @@ def _agent_lines(inc: Incident, host: int, agent_pid: int) -> tuple[datetime, li
     return stop, lines
 
 
+def _traceback_lines(inc: Incident, rank: int) -> list[str]:
+    """Return the Python traceback the culprit of ``exception`` prints, with torchrun's prefix."""
+    step = inc._world_step(inc.hang_op)
+    exc_type, message = EXCEPTION
+    script = f"/workspace/{SCRIPT}"
+    body = [
+        "Traceback (most recent call last):",
+        f'  File "{script}", line {L_MODULE}, in <module>',
+        "    main()",
+        f'  File "{script}", line {L_MAIN}, in main',
+        "    train(model, loader, optimizer, args)",
+        f'  File "{script}", line {L_STEP_CALL}, in train',
+        "    loss = train_step(model, batch, optimizer, step)",
+        f'  File "{script}", line {L_CHECK_LOSS}, in train_step',
+        '    raise ValueError(f"non-finite loss ({loss.item()}) at step {step}")',
+        f"{exc_type}: {message.format(step=step)}",
+    ]
+    return [f"[rank{rank}]: {line}" for line in body]
+
+
 def render_launcher(inc: Incident, logs: dict[int, RankLog]) -> str:
     """Return ``launcher.log``: torchrun agents, rank 0's stdout, watchdog lines, summaries."""
     rng = random.Random(f"logsleuth-synth:{inc.seed}:launcher")
@@ -1024,11 +1110,16 @@ def render_launcher(inc: Incident, logs: dict[int, RankLog]) -> str:
         events.append((t, h, [w, w + stars, w + _OMP, w + stars]))
     # NCCL <= 2.21 prints the bare version line on rank 0's stdout.
     version = f"NCCL version {inc.version}+cuda{inc.version.cuda}"
-    events.append((inc.start + timedelta(seconds=20), 0, [version]))
+    if not (inc.fault == "init-never" and inc.culprit == 0):
+        events.append((inc.start + timedelta(seconds=20), 0, [version]))
     for r, fire in sorted(inc.fired.items()):
         events.append((fire, inc.procs[r].host_index, _watchdog_lines(inc, logs, r, fire)))
+    if inc.fault == "exception":
+        p = inc.procs[inc.culprit]
+        events.append((inc.exits[p.rank].time, p.host_index, _traceback_lines(inc, p.rank)))
     for h in range(inc.hosts):
-        if inc.procs[h * inc.local_ranks].rank in inc.exits:
+        local = [p.rank for p in inc.procs if p.host_index == h]
+        if any(r in inc.exits and inc.exits[r].code != 0 for r in local):
             stop, lines = _agent_lines(inc, h, agent_pid[h])
             events.append((stop, h, lines))
     events.sort(key=lambda e: (e[0], e[1]))
@@ -1047,7 +1138,21 @@ def render_stack(inc: Incident, proc: Proc) -> str:
         f"<module> (train.py:{L_MODULE})",
     ]
     culprit = rank == inc.culprit
-    if culprit and inc.fault == "dataloader-stall":
+    if inc.fault == "init-never":
+        loop = [f"<module> (train.py:{L_MODULE})"]
+        if culprit:
+            frames = [f"prepare_data (train.py:{L_PREPARE})", f"main (train.py:{L_PREPARE_CALL})"]
+        else:
+            frames = [
+                "_new_process_group_helper (torch/distributed/distributed_c10d.py:2169)",
+                "init_process_group (torch/distributed/distributed_c10d.py:1899)",
+                "_time_logger.<locals>.wrapper (torch/distributed/c10d_logger.py:97)",
+                _C10D_WRAPPER,
+                f"setup_distributed (train.py:{L_INIT_PG})",
+                f"main (train.py:{L_SETUP_CALL})",
+            ]
+        frames += loop
+    elif culprit and inc.fault == "dataloader-stall":
         frames = [*_DATALOADER_WAIT, f"train (train.py:{L_NEXT_BATCH})", *loop[1:]]
     elif culprit and inc.fault == "missing-collective":
         frames = [
@@ -1131,7 +1236,9 @@ def generate(
         seed: Everything random derives from it.
         comms: 1 = world only; 2 adds a per-host ncclCommSplit; 3 also a cross-host split.
         launcher: Also write ``launcher.log``.
-        stacks: Also write py-spy dumps (hung jobs only; a dead process has none).
+        stacks: Also write py-spy dumps of the processes still alive a minute after the
+            hang began (none for ``healthy`` and ``socket-fallback``; a process that
+            died or was stopped by torchrun by then has none).
         truth_file: Also write ``truth.json``.
 
     Returns:
@@ -1154,17 +1261,20 @@ def generate(
     logs: dict[int, RankLog] = {}
     for proc in inc.procs:
         log = RankLog(inc, proc)
-        log.write(out_dir / "nccl" / f"{proc.host}.{proc.pid}.log")
         logs[proc.rank] = log
+        if fault == "init-never" and proc.rank == inc.culprit:
+            continue  # no NCCL call, so NCCL never opened its debug file
+        log.write(out_dir / "nccl" / f"{proc.host}.{proc.pid}.log")
     if launcher:
         (out_dir / "launcher.log").write_text(
             render_launcher(inc, logs), encoding="utf-8", newline="\n"
         )
-    if stacks and (fault in HANGS or fault == "process-died"):
+    if stacks and fault not in ("healthy", "socket-fallback"):
         (out_dir / "stacks").mkdir()
         for proc in inc.procs:
-            if fault == "process-died" and proc.rank == inc.culprit:
-                continue
+            gone = inc.exits.get(proc.rank)
+            if gone is not None and gone.time <= inc.hang_time + timedelta(seconds=60):
+                continue  # dead (or stopped by torchrun) before the stacks were taken
             text = render_stack(inc, proc)
             (out_dir / "stacks" / f"rank{proc.rank}.0.txt").write_text(
                 text, encoding="utf-8", newline="\n"
@@ -1187,7 +1297,9 @@ def generate(
             for p in inc.procs
         },
         "started": inc.start.isoformat(),
-        "stalled_at": inc.hang_time.isoformat(timespec="seconds") if fault in HANGS else None,
+        "stalled_at": inc.hang_time.isoformat(timespec="seconds")
+        if fault in HANGS or fault == "init-never"
+        else None,
         "env": {
             "NCCL_DEBUG": "INFO",
             "NCCL_DEBUG_SUBSYS": "INIT,COLL,NET",

@@ -282,6 +282,9 @@ def test_every_generated_nccl_line_is_recognized(tmp_path: Path) -> None:
         comms = 1 if version == "2.4.8" else 3
         _small(out, "process-died", nccl_version=version, comms=comms)
         _small(out / "s", "socket-fallback", nccl_version=version, comms=comms)
+        _small(out / "e", "early-exit", nccl_version=version, comms=comms)
+        _small(out / "i", "init-never", nccl_version=version, comms=comms)
+        _small(out / "c", "concurrent-use", nccl_version=version, comms=comms)
         for log in sorted(out.rglob("*.log")):
             reader = nccl.NcclReader(log.name)
             sink = base.Sink()
@@ -298,3 +301,75 @@ def test_every_generated_nccl_line_is_recognized(tmp_path: Path) -> None:
                 log.name,
                 [log.read_text().splitlines()[n - 1] for n in missed[:5]],
             )
+
+
+def test_exception_culprit_raises_and_its_host_is_stopped(tmp_path: Path) -> None:
+    truth = _small(tmp_path, "exception", launcher=True, stacks=True)
+    assert truth["kind"] == "process-died" and truth["culprit_ranks"] == [5]
+    launcher = (tmp_path / "launcher.log").read_text()
+    assert "[rank5]: Traceback (most recent call last):\n" in launcher
+    assert re.search(
+        r"^\[rank5\]: ValueError: non-finite loss \(nan\) at step \d+$", launcher, re.M
+    )
+    pid = truth["culprit_pids"][0]
+    assert f"  exitcode  : 1 (pid: {pid}) \n  error_file: <N/A>\n" in launcher
+    assert f"failed (exitcode: 1) local_rank: 1 (pid: {pid})" in launcher
+    # The culprit's siblings were stopped by torchrun long before any watchdog fired.
+    timeouts = {
+        int(r)
+        for r in re.findall(
+            r"^\[rank(\d+)\]:\[E\S+ \S+ ProcessGroupNCCL\.cpp:607\]", launcher, re.M
+        )
+    }
+    assert timeouts == {0, 1, 2, 3}
+    # It never enqueued the collective the others hang in, and its log just ends.
+    last = _log_of(tmp_path, 5).read_text().splitlines()[-1]
+    assert last.split(" NCCL INFO ")[1].startswith("AllReduce: opCount 30 ")
+    assert sorted(p.name for p in (tmp_path / "stacks").iterdir()) == [
+        f"rank{r}.0.txt" for r in range(4)
+    ]
+
+
+def test_early_exit_culprit_destroys_its_comm_and_is_not_listed(tmp_path: Path) -> None:
+    truth = _small(tmp_path, "early-exit", launcher=True, stacks=True)
+    assert truth["kind"] == "process-died" and truth["culprit_ranks"] == [5]
+    lines = _log_of(tmp_path, 5).read_text().splitlines()
+    assert lines[-1].endswith(" - Destroy COMPLETE")
+    assert lines[-2].split(" NCCL INFO ")[1].startswith("AllReduce: opCount 30 ")
+    launcher = (tmp_path / "launcher.log").read_text()
+    assert "  rank      : 5 (local_rank: 1)" not in launcher
+    assert launcher.count("  rank      : ") == 7
+    assert not (tmp_path / "stacks" / "rank5.0.txt").exists()
+
+
+def test_init_never_culprit_writes_no_nccl_log(tmp_path: Path) -> None:
+    truth = _small(tmp_path, "init-never", launcher=True, stacks=True)
+    assert truth["kind"] == "init-stall" and truth["culprit_ranks"] == [5]
+    assert not _log_of(tmp_path, 5).exists()
+    for rank in (0, 4, 7):
+        last = _log_of(tmp_path, rank).read_text().splitlines()[-1]
+        assert " NCCL INFO ncclCommInitRank comm 0x" in last
+        assert f" rank {rank} nranks 8 cudaDev {rank % 4} " in last
+        assert last.endswith(" - Init START")
+    culprit = (tmp_path / "stacks" / "rank5.0.txt").read_text()
+    assert '"MainThread"\n    prepare_data (train.py:41)\n    main (train.py:202)\n' in culprit
+    peer = (tmp_path / "stacks" / "rank0.0.txt").read_text()
+    assert "    init_process_group (torch/distributed/distributed_c10d.py:1899)\n" in peer
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["stalled_at"] is not None
+    assert "Watchdog caught" not in (tmp_path / "launcher.log").read_text()
+
+
+def test_concurrent_use_two_threads_share_the_world_comm(tmp_path: Path) -> None:
+    truth = _small(tmp_path, "concurrent-use", culprit=2)
+    assert truth["kind"] == "concurrent-use"
+    for rank in (0, 2):
+        text = _log_of(tmp_path, rank).read_text()
+        tids = {
+            int(m[1]) for m in re.finditer(r"^\S+:\d+:(\d+) \[\d\] NCCL INFO AllReduce", text, re.M)
+        }
+        assert len(tids) == 2
+    culprit = _world_colls(_log_of(tmp_path, 2))[-1]
+    peer = _world_colls(_log_of(tmp_path, 0))[-1]
+    assert culprit["oc"] == peer["oc"] == "31"
+    assert (peer["count"], int(culprit["count"]) > 1000) == ("2", True)

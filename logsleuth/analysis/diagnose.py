@@ -8,7 +8,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 
 from logsleuth.analysis.index import EvidenceIndex, Proc, Stream, build_index
-from logsleuth.analysis.rules.base import evidence_of
+from logsleuth.analysis.overview import build_config, build_progress, build_timeline, with_context
 from logsleuth.analysis.rules.registry import RULES
 from logsleuth.analysis.rules.stacks import proc_stacks
 from logsleuth.analysis.stack_classify import classify_dump
@@ -35,6 +35,7 @@ PRECEDENCE = (
     "cuda-error",
     "config-mismatch",
     "bootstrap-failure",
+    "concurrent-use",
     "collective-mismatch",
     "process-died",
     "non-collective-stall",
@@ -44,13 +45,13 @@ PRECEDENCE = (
     "watchdog-stuck",
     "transport-mismatch",
     "transport-degraded",
-    "concurrent-use",
     "collective-timeout",
     "inconclusive",
 )
 """Root causes before their symptoms: when two findings are equally severe, the earlier
 kind explains the later (mismatched versions break bootstrap; a dead rank makes peers
-time out; a stalled rank makes a collective time out)."""
+time out; a stalled rank makes a collective time out; threads that race on one
+communicator make the ranks' collectives mismatch)."""
 
 
 def _rank_key(finding: Finding) -> tuple[int, int, float, str, str]:
@@ -69,46 +70,6 @@ def _coverage(index: EvidenceIndex) -> float:
         return 1.0
     known = {p.rank for p in index.procs.values() if p.rank is not None}
     return min(1.0, len(known) / index.world_size) if known else 1.0
-
-
-def _inconclusive(index: EvidenceIndex) -> Finding | None:
-    """When something failed but no rule explains it, say so and what to collect."""
-    unexplained: list[Event] = [w for w in index.warns if w.family not in ("other",)]
-    unexplained += [w for w in index.warns if w.family == "other"]
-    unexplained += [t for t in index.traces if t.code != 0]
-    unexplained += index.failures
-    stalled = [m for m in index.manifests if m.stalled_at]
-    unexplained += stalled
-    if not unexplained:
-        return None
-    evidence, total = evidence_of(unexplained)
-    return Finding(
-        code="LS001",
-        name="diagnosis.inconclusive",
-        kind="inconclusive",
-        severity="error",
-        title="errors were logged but the evidence does not show their cause",
-        detail=(
-            (
-                f"logsleuth live saw the job stop making progress (at {stalled[0].stalled_at}), "
-                "but the evidence captured does not show why. "
-                if stalled
-                else ""
-            )
-            + f"{total} line(s) of evidence point at a failure (NCCL WARNs, error back-traces, "
-            "failed processes or a detected stall), but none matches a known failure pattern. "
-            "The first ones are quoted."
-        ),
-        confidence=0.3,
-        evidence=evidence,
-        evidence_total=total,
-        next_steps=(
-            "Collect NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL,NET logs from every rank "
-            "(NCCL_DEBUG_FILE=/tmp/nccl.%h.%p.log) and the launcher log.",
-            "Dump every rank's stacks while it hangs: py-spy dump --pid PID for each rank process.",
-            "Enable the flight recorder: TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1.",
-        ),
-    )
 
 
 def _merge(findings: Sequence[Finding]) -> list[Finding]:
@@ -134,7 +95,7 @@ def _merge(findings: Sequence[Finding]) -> list[Finding]:
                 detail=f"{best.detail} Also seen as: {also}.",
                 evidence=evidence,
                 evidence_total=sum(f.evidence_total for f in group),
-                confidence=min(0.98, best.confidence + 0.05 * (len(group) - 1)),
+                confidence=round(min(0.98, best.confidence + 0.05 * (len(group) - 1)), 2),
             )
             merged.append(best)
         else:
@@ -166,7 +127,7 @@ def _corroborate(findings: list[Finding]) -> list[Finding]:
         detail=top.detail + " Corroborated by: " + "; ".join(f.title for f in support) + ".",
         evidence=top.evidence + tuple(extra[:6]),
         evidence_total=top.evidence_total + sum(f.evidence_total for f in support),
-        confidence=min(0.98, top.confidence + 0.03 * len(support)),
+        confidence=round(min(0.98, top.confidence + 0.03 * len(support)), 2),
     )
     return [boosted if f is top else f for f in findings]
 
@@ -174,14 +135,47 @@ def _corroborate(findings: list[Finding]) -> list[Finding]:
 _SYMPTOM_KINDS = frozenset({"missing-collective", "collective-timeout", "init-stall"})
 
 
-def _verdict(findings: Sequence[Finding], coverage: float) -> Verdict:
+def _truncated_ranks(index: EvidenceIndex) -> set[int]:
+    """Ranks whose stack dump was cut short (the evidence about where they are is partial)."""
+    ranks: set[int] = set()
+    for dump in index.dumps:
+        if dump.truncated:
+            rank = dump.origin.rank
+            if rank is None:
+                rank = index.rank_of(dump.origin.host, dump.pid or dump.origin.pid)
+            if rank is not None:
+                ranks.add(rank)
+    return ranks
+
+
+def _verdict(findings: Sequence[Finding], coverage: float, truncated: set[int]) -> Verdict:
+    """Restate the primary finding with a confidence that says what the evidence lacks.
+
+    The finding's own confidence is lowered for ranks without any evidence (coverage), for
+    a rival finding as severe and nearly as sure that blames other ranks (ambiguity), and
+    for a culprit whose stack dump is truncated.
+    """
     serious = [f for f in findings if f.severity in ("error", "critical")]
     if not serious:
         return Verdict(
             kind="healthy", summary="No failure or hang was found in the evidence.", confidence=0.6
         )
     top = serious[0]
-    confidence = round(top.confidence * (0.7 + 0.3 * coverage), 2)
+    factor = 0.7 + 0.3 * coverage
+    rivals = [
+        f
+        for f in serious[1:]
+        if f.severity == top.severity
+        and f.ranks
+        and top.ranks
+        and not set(f.ranks) & set(top.ranks)
+        and f.confidence >= top.confidence - 0.1
+    ]
+    if rivals:
+        factor *= 0.8
+    if truncated & set(top.ranks):
+        factor *= 0.85
+    confidence = round(top.confidence * factor, 2)
     return Verdict(
         kind=top.kind,
         summary=top.title,
@@ -380,11 +374,12 @@ def diagnose(
     index = build_index(events, inputs)
     findings: list[Finding] = []
     for rule in RULES:
-        findings.extend(rule().check(index))
+        if not rule.fallback:
+            findings.extend(rule().check(index))
     if not any(f.severity in ("error", "critical") for f in findings):
-        fallback = _inconclusive(index)
-        if fallback is not None:
-            findings.append(fallback)
+        for rule in RULES:
+            if rule.fallback:
+                findings.extend(rule().check(index))
     findings = _merge(findings)
     findings.sort(key=_rank_key)
     findings = _corroborate(findings)
@@ -403,8 +398,8 @@ def diagnose(
     procs = proc_stacks(index)
     classes: tuple[StackClass, ...] = build_stack_classes(procs) if procs else ()
     return Diagnosis(
-        verdict=_verdict(findings, _coverage(index)),
-        findings=tuple(findings),
+        verdict=_verdict(findings, _coverage(index), _truncated_ranks(index)),
+        findings=with_context(findings, events),
         job=_job(index, events),
         communicators=_communicators(index),
         stack_classes=classes,
@@ -413,4 +408,7 @@ def diagnose(
         gaps=_gaps(index, input_views),
         version=version,
         topology=build_topology_views(index, findings),
+        progress=build_progress(index),
+        timeline=build_timeline(index),
+        config=build_config(index),
     )

@@ -1,6 +1,7 @@
 """Match flight-recorder entries across ranks, as ``fr_trace`` does, without its traps.
 
-Entries are matched per process group by ``collective_seq_id``. Only the window that every
+Entries are matched per process group by ``collective_seq_id``; a process group is its
+name and its members (split groups reuse names, which ``fr_trace`` once conflated). Only the window that every
 dumped rank still holds is compared (older entries fall out of the ring buffer at
 different times). At each position the ranks are split by what they did; the majority is
 the reference and the minority are the suspects, never "everyone who differs from the
@@ -55,25 +56,28 @@ def _majority(groups: dict[object, list[int]]) -> tuple[list[int], list[int], bo
 def match_dumps(dumps: Sequence[FlightRecorderDump]) -> list[FrIssue]:
     """Return the first disagreement of every process group across the ranks' dumps."""
     by_rank = {d.rank: d for d in dumps if d.rank is not None}
-    members: dict[str, set[int]] = defaultdict(set)
-    per_pg: dict[str, dict[int, dict[int, FrEntry]]] = defaultdict(lambda: defaultdict(dict))
+    # A group is its name *and* its members: split groups reuse names ("1" on ranks 0-3
+    # and "1" on ranks 4-7 are two groups), so entries are only compared within one.
+    per_pg: dict[tuple[str, frozenset[int]], dict[int, dict[int, FrEntry]]] = defaultdict(
+        lambda: defaultdict(dict)
+    )
     for rank, dump in sorted(by_rank.items()):
-        for group in dump.groups:
-            members[group.name].update(group.ranks)
+        own = {group.name: frozenset(group.ranks) for group in dump.groups}
+        if "" in own and "0" not in own:
+            own["0"] = own[""]  # torch 2.13 keys the default group's config by "", entries by "0"
         for entry in dump.entries:
             if entry.is_p2p or entry.collective_seq_id <= 0:
                 continue
-            pg = entry.pg_name
-            per_pg[pg][rank][entry.collective_seq_id] = entry
+            members = own.get(entry.pg_name)
+            if members is None and len(own) == 1:
+                members = next(iter(own.values()))
+            per_pg[(entry.pg_name, members or frozenset())][rank][entry.collective_seq_id] = entry
     issues: list[FrIssue] = []
-    for pg in sorted(per_pg):
-        ranks = per_pg[pg]
+    for key in sorted(per_pg, key=lambda k: (k[0], sorted(k[1]))):
+        pg, members = key
+        ranks = per_pg[key]
         dumped = sorted(by_rank)  # a dumped rank with no entry in this group enqueued nothing
-        # torch 2.13 keys the default group's config by "" while its entries say "0": with a
-        # single configured group, that group is this one.
-        expected = members.get(pg) or (
-            next(iter(members.values())) if len(members) == 1 else set(dumped)
-        )
+        expected = set(members) or set(dumped)
         undumped = tuple(sorted(expected - set(by_rank)))
         held = {r: ranks.get(r, {}) for r in dumped if r in expected}
         if len(held) < 2:

@@ -88,6 +88,30 @@ def test_json_variant(tmp_path: Path) -> None:
     assert {i.kind for i in d.inputs} == {"flight-recorder"}
 
 
+def _split_group_dump(rank: int, members: list[int], collectives: int) -> dict[str, object]:
+    """A real rank-0 dump rewritten as a member of split group "1" (``members``)."""
+    data = load_fr_pickle((FR / "skip" / "rank_0").read_bytes(), "x")
+    data["pg_config"] = {"1": {"name": "1", "desc": "split", "ranks": str(members)}}
+    data["entries"] = [
+        {**e, "process_group": ("1", "split")} for e in data["entries"][:collectives]
+    ]
+    return data
+
+
+def test_split_groups_that_reuse_a_name_are_not_compared(tmp_path: Path) -> None:
+    """Ranks 0-1 and 2-3 each form a group named "1"; 2-3 ran fewer collectives in theirs."""
+    for rank, members, count in ((0, [0, 1], 3), (1, [0, 1], 3), (2, [2, 3], 2), (3, [2, 3], 2)):
+        dump = _split_group_dump(rank, members, count)
+        (tmp_path / f"rank_{rank}.json").write_text(json.dumps(dump))
+    d = analyze([str(tmp_path)]).diagnosis
+    assert not [f for f in d.findings if f.code == "LS106"]
+    # Within one of those groups, a rank that is behind is still found.
+    (tmp_path / "rank_3.json").write_text(json.dumps(_split_group_dump(3, [2, 3], 1)))
+    (tmp_path / "rank_2.json").write_text(json.dumps(_split_group_dump(2, [2, 3], 2)))
+    (finding,) = [f for f in analyze([str(tmp_path)]).diagnosis.findings if f.code == "LS106"]
+    assert finding.ranks == (3,) and "process group 1" in finding.title
+
+
 class _Evil:
     def __reduce__(self) -> tuple[object, tuple[str]]:
         return (os.system, ("echo pwned > /dev/null",))

@@ -41,6 +41,8 @@ class Rule(ABC):
     code: ClassVar[str]
     name: ClassVar[str]
     kind: ClassVar[str]
+    fallback: ClassVar[bool] = False
+    """A fallback rule runs only when no other rule found an error or a critical finding."""
 
     @abstractmethod
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:

@@ -6,6 +6,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 
+from logsleuth.analysis.correlate import own_deaths, pg_links
 from logsleuth.analysis.index import CommState, EvidenceIndex, OpRecord, Stream
 from logsleuth.analysis.rules.base import Rule, culprits, describe, evidence_of
 from logsleuth.model.base import Event
@@ -106,6 +107,13 @@ class MissingCollective(Rule):
             f"wait in it; {describe(index, behind)} stopped at opCount "
             f"{', '.join(f'{n:#x}' for n in stuck_at)} and never issued it."
         )
+        link = next((k for k in pg_links(index) if k.comm == state.key), None)
+        if link is not None:
+            detail += (
+                f" In PyTorch's numbering this is SeqNum {top + link.offset} of process group "
+                f"{link.pg} (its watchdog's last enqueued work on {len(link.ranks)} rank(s) is "
+                f"opCount + {link.offset})."
+            )
         if tie:
             detail += " The two sides are equally large, so which one diverged is uncertain."
         return self.finding(
@@ -367,6 +375,25 @@ class CollectiveTimeout(Rule):
             return
         numel = group[0].numel_in
         timeout_s = (group[0].timeout_ms or 0) / 1000
+        dead = sorted({d.rank for d in own_deaths(index) if d.rank is not None} - set(ranks))
+        if dead:
+            # A rank that died before the collective was not there to finish it: the timeout
+            # is its consequence (ProcessDied names it), not a stall inside communication.
+            yield self.finding(
+                severity="warning",
+                title=f"{op_type} SeqNum {seq} timed out on ranks {_fmt(ranks)} after rank(s) "
+                f"{_fmt(dead)} had died",
+                detail=(
+                    f"{len(ranks)} rank(s) report that {op_type} (SeqNum {seq}) did not finish; "
+                    f"rank(s) {_fmt(dead)} had already ended on their own account (torchrun's "
+                    "summary), so the collective could not complete. The timeout follows the death."
+                ),
+                events=[*group, *progress],
+                ranks=ranks,
+                confidence=0.7,
+                next_steps=(f"Find out why rank(s) {_fmt(dead)} died (their own output, dmesg).",),
+            )
+            return
         yield self.finding(
             severity="error",
             title=f"{op_type} SeqNum {seq} timed out on ranks {_fmt(ranks)} with every reporting rank inside it",
@@ -398,7 +425,10 @@ class CollectiveTimeout(Rule):
         world = index.world_size
         if world is not None:
             seen |= set(range(world)) if len(reporting) >= world - max(1, world // 8) else set()
-        candidates = sorted(seen - reporting)
+        # A rank torchrun lists as failed or stopped had its fate decided before its watchdog
+        # could fire (stopped with its host when a sibling died): its silence says nothing.
+        ended = {f.rank for f in index.failures if f.rank is not None}
+        candidates = sorted(seen - reporting - ended)
         # Only when the silent ranks are a clear minority does silence point at them.
         return candidates if 0 < len(candidates) * 2 < len(reporting) else []
 

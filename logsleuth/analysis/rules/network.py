@@ -6,6 +6,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 
+from logsleuth.analysis.correlate import address_hosts, host_of_peer, own_deaths
 from logsleuth.analysis.index import EvidenceIndex, Stream
 from logsleuth.analysis.rules.base import Rule, culprits, describe
 from logsleuth.analysis.rules.streams import first_by_time, stream_of, traces_of
@@ -141,6 +142,8 @@ class IbCompletionError(Rule):
         ranks, hosts, pids = culprits(index, [stream])
         status = primary.field("status") or "?"
         peer = primary.field("peer")
+        peer_host = host_of_peer(index, peer)
+        dead = [d for d in own_deaths(index) if peer_host and d.host == peer_host]
         meaning = {
             "12": "transport retry counter exceeded: the peer stopped answering",
             "13": "RNR retry counter exceeded",
@@ -148,6 +151,26 @@ class IbCompletionError(Rule):
             "4": "local protection error",
             "10": "remote access error",
         }.get(status, "a verbs completion error")
+        if dead:
+            # The peer's host lost a process first: the completion errors are what its
+            # peers saw of that death (ProcessDied names it), not a fault of the fabric.
+            who = ", ".join(f"rank {d.rank} ({d.how})" for d in dead)
+            yield self.finding(
+                severity="warning",
+                title=f"IB/RoCE completion errors toward {peer_host} follow the death of {who}",
+                detail=(
+                    f"{len(warns)} completion error(s), the first status={status} on "
+                    f"{describe(index, [stream])} talking to {peer}, name host {peer_host}, where "
+                    f"{who} had died: the queue pairs to a dead process fail this way."
+                ),
+                events=[primary, *cascade],
+                ranks=ranks,
+                hosts=hosts,
+                pids=pids,
+                confidence=0.7,
+                next_steps=(f"Find out why {who} on {peer_host} died (its log, dmesg).",),
+            )
+            return
         yield self.finding(
             severity="critical",
             title=f"IB/RoCE completion error status={status} on {describe(index, [stream])}"
@@ -226,6 +249,27 @@ class RemoteClosed(Rule):
         ranks = culprits(index, sorted(reporters, key=str))[0]
         ranks = sorted(set(ranks) | report_ranks)
         peer_text = ", ".join(sorted(peers)) or "a peer"
+        table = address_hosts(index)
+        peer_hosts = {table[p] for p in peers if p in table}
+        dead = [d for d in own_deaths(index) if d.host in peer_hosts]
+        if dead:
+            # The process at the other end died on its own first (ProcessDied names it):
+            # these are the survivors noticing, one of the cascade's symptoms.
+            who = ", ".join(f"rank {d.rank} ({d.how})" for d in dead)
+            yield self.finding(
+                severity="warning",
+                title=f"connections to {', '.join(sorted(peer_hosts))} closed after {who} died",
+                detail=(
+                    f"Rank(s) {', '.join(map(str, ranks)) or '?'} lost the connection to "
+                    f"{peer_text} on {', '.join(sorted(peer_hosts))}, where {who} had died: the "
+                    "broken connections are the consequence of that death."
+                ),
+                events=events,
+                hosts=sorted(peer_hosts),
+                confidence=0.7,
+                next_steps=(f"Find out why {who} died (its own output, dmesg).",),
+            )
+            return
         yield self.finding(
             severity="error",
             title=f"connection to {peer_text} was closed: the peer process exited or the network dropped",

@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from logsleuth.analysis.correlate import first_errors, peer_warns
 from logsleuth.analysis.index import EvidenceIndex
-from logsleuth.analysis.rules.base import Rule
+from logsleuth.analysis.rules.base import Rule, culprits, describe
+from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.ranks import format_ranks
 from logsleuth.model.torch import ChildFailure, PythonTraceback, WatchdogError, WatchdogTimeout
@@ -156,24 +158,43 @@ class ProcessDied(Rule):
         signal_only = [f for f in roots if f.signal]
         root = roots[0]
         killed_by = f"signal {root.signal}" if root.signal else f"exit code {root.exitcode}"
+        # Peers that lost their connections to the dead rank's host afterwards (IB retry
+        # exceeded, broken pipe) confirm that the death came first and the rest followed.
+        echoes = peer_warns(index, {root.host}) if root.host else []
+        detail = (
+            f"torchrun reports rank {root.rank} (local rank {root.local_rank}, pid "
+            f"{root.pid}, host {root.host}) as the first failure, with {killed_by}. "
+        )
+        # torchrun's "Root Cause" is only the first exit it observed; the death counts as the
+        # cause when it is also the first error in time across all ranks' evidence.
+        ordered = first_errors(index)
+        leads = bool(ordered) and ordered[0].rank == root.rank and len(ordered) > 1
+        if echoes:
+            detail += (
+                f"{len(echoes)} NCCL error(s) on other ranks name {root.host} as the peer they "
+                "lost: they are the cascade of this death, not a network fault of their own."
+            )
+        elif leads:
+            later = ordered[1].time - ordered[0].time
+            detail += (
+                f"It is the first error in time across the ranks: the next one, on rank "
+                f"{ordered[1].rank}, came {later:.0f} s later, so the others failed or hung "
+                "because of it."
+            )
+        elif signal_only:
+            detail += (
+                "A signal from outside (SIGKILL by a user, the OOM killer, a scheduler) "
+                "can follow a hang rather than cause it."
+            )
         yield self.finding(
-            severity="error",
+            severity="critical" if echoes or leads else "error",
             title=f"rank {root.rank} (pid {root.pid}) ended with {killed_by}",
-            detail=(
-                f"torchrun reports rank {root.rank} (local rank {root.local_rank}, pid "
-                f"{root.pid}, host {root.host}) as the first failure, with {killed_by}. "
-                + (
-                    "A signal from outside (SIGKILL by a user, the OOM killer, a scheduler) "
-                    "can follow a hang rather than cause it."
-                    if signal_only
-                    else ""
-                )
-            ),
-            events=roots,
+            detail=detail,
+            events=[*roots, *echoes[:3]],
             ranks=[root.rank] if root.rank is not None else [],
             hosts=[root.host] if root.host else [],
             pids=[root.pid] if root.pid is not None else [],
-            confidence=0.45 if signal_only else 0.7,
+            confidence=0.8 if echoes or leads else (0.45 if signal_only else 0.7),
             next_steps=(
                 "Check dmesg on that host for the OOM killer, and the scheduler's log for a kill.",
                 "Read the rank's own output before the failure (the lines with its [rankN]: prefix).",
@@ -211,3 +232,80 @@ def _benign_exception(exc_type: str | None, message: str | None = None) -> bool:
     if exc_type.rsplit(".", 1)[-1] in _CONSEQUENCE_TYPES:
         return True
     return bool(message and _CONSEQUENCE_TEXT.search(message))
+
+
+class LeftEarly(Rule):
+    """A rank destroyed its communicator and left while its peers still waited in it.
+
+    Symptom:
+        One rank's NCCL log ends with ``comm 0x... rank R ... - Destroy COMPLETE`` (a clean
+        ``destroy_process_group``) after an earlier opCount than the others reached; the
+        others log the next collective and later time out in it (watchdog, ``Abort
+        COMPLETE``). torchrun's failure summary lists the others, not the rank that left:
+        it exited 0.
+
+    Likely causes:
+        Uneven work per rank: one rank's data shard ran out of batches first, an early
+        ``break``/``return`` on one rank (a rank-local stopping criterion, a NaN check), a
+        ``max_steps`` computed per rank.
+
+    What to check:
+        The number of batches per rank (``len(loader)`` with ``DistributedSampler``,
+        ``drop_last``), the loop's exit conditions on the named rank, and whether the
+        stopping decision is shared (all-reduce a stop flag, or use ``Join`` for uneven inputs).
+    """
+
+    code = "LS205"
+    name = "process.left_early"
+    kind = "process-died"
+
+    def check(self, index: EvidenceIndex) -> Iterable[Finding]:
+        for key in sorted(index.comms):
+            state = index.comms[key]
+            last = {s: max(r.op_count for r in ops) for s, ops in state.ops.items() if ops}
+            if len(last) < 2:
+                continue
+            top = max(last.values())
+            left = sorted(
+                (
+                    s
+                    for s, end in state.ended.items()
+                    if end.phase == "Destroy" and s in last and last[s] < top
+                ),
+                key=str,
+            )
+            stayed = [s for s, n in last.items() if n == top and s not in left]
+            if not left or len(left) >= len(stayed):
+                continue
+            ranks, hosts, pids = culprits(index, left)
+            events: list[Event] = [state.ended[s] for s in left]
+            events += [r.event for s in left for r in list(state.ops[s])[-1:]]
+            sample = next(r for r in reversed(state.ops[stayed[0]]) if r.op_count == top)
+            events.append(sample.event)
+            coverage = min(1.0, len(last) / state.nranks) if state.nranks else 1.0
+            who = describe(index, left)
+            yield self.finding(
+                severity="critical",
+                title=f"{who} left the job early (destroyed comm {key} after opCount "
+                f"{min(last[s] for s in left):#x}); {len(stayed)} rank(s) wait in "
+                f"{sample.op} #{top}",
+                detail=(
+                    f"{who} logged its last collective at opCount "
+                    f"{', '.join(sorted({f'{last[s]:#x}' for s in left}))} and then destroyed "
+                    f"communicator {key} cleanly; {len(stayed)} rank(s) went on to {sample.op} "
+                    f"at opCount {top:#x} and wait for it there. The timeouts and aborts on "
+                    "those ranks are the consequence."
+                ),
+                events=events,
+                ranks=ranks,
+                hosts=hosts,
+                pids=pids,
+                communicator=key,
+                confidence=0.85 * (0.6 + 0.4 * coverage),
+                next_steps=(
+                    f"Look for a break, return or sys.exit(0) on {who} before the end of the "
+                    "training loop; compare the number of batches per rank (len(loader)).",
+                    "Make every rank run the same number of steps (DistributedSampler with "
+                    "drop_last=True, an all-reduced stop flag, or the Join context manager).",
+                ),
+            )

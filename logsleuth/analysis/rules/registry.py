@@ -9,11 +9,15 @@ from logsleuth.analysis.rules.collectives import (
     MissingCollective,
     TransportSizeCheck,
 )
+from logsleuth.analysis.rules.concurrency import ConcurrentCommUse, UnwaitedCollective
 from logsleuth.analysis.rules.config import NcclEnvMismatch, NcclVersionMismatch
 from logsleuth.analysis.rules.flight import FlightRecorderMismatch
+from logsleuth.analysis.rules.gloo import GlooSizeSender
 from logsleuth.analysis.rules.gpu import CudaError, DuplicateGpu, ShmExhausted
+from logsleuth.analysis.rules.inconclusive import Inconclusive
+from logsleuth.analysis.rules.init import InitNeverReached
 from logsleuth.analysis.rules.network import BootstrapFailure, IbCompletionError, RemoteClosed
-from logsleuth.analysis.rules.process import ProcessDied
+from logsleuth.analysis.rules.process import LeftEarly, ProcessDied
 from logsleuth.analysis.rules.stacks import CollectiveDivergence, InitStall, NonCollectiveStall
 from logsleuth.analysis.rules.topology import TOPOLOGY_RULES
 from logsleuth.analysis.rules.watchdog import WatchdogStuck
@@ -21,24 +25,30 @@ from logsleuth.analysis.rules.watchdog import WatchdogStuck
 RULES: tuple[type[Rule], ...] = tuple(
     sorted(
         (
+            Inconclusive,
             MissingCollective,
             CollectiveMismatch,
             CollectiveTimeout,
             TransportSizeCheck,
+            GlooSizeSender,
             FlightRecorderMismatch,
             NonCollectiveStall,
             CollectiveDivergence,
             InitStall,
+            InitNeverReached,
             BootstrapFailure,
             IbCompletionError,
             RemoteClosed,
             ProcessDied,
+            LeftEarly,
             DuplicateGpu,
             ShmExhausted,
             CudaError,
             NcclVersionMismatch,
             NcclEnvMismatch,
             WatchdogStuck,
+            UnwaitedCollective,
+            ConcurrentCommUse,
             *TOPOLOGY_RULES,
         ),
         key=lambda r: r.code,

@@ -1,0 +1,103 @@
+"""The rule of last resort: something failed, and no other rule explains it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from logsleuth.analysis.index import EvidenceIndex
+from logsleuth.analysis.rules.base import Rule, evidence_of
+from logsleuth.model.base import Event
+from logsleuth.model.diagnosis import Finding
+from logsleuth.model.flight import FlightRecorderDump
+from logsleuth.model.ranks import format_ranks
+
+
+class Inconclusive(Rule):
+    """A hang or failure is evident, but the evidence does not show its cause.
+
+    Symptom:
+        NCCL WARNs, NCCL error back-traces, failed processes in torchrun's summary or a
+        stall that ``logsleuth live`` detected, with no other finding of severity error or
+        critical to explain them. The first lines of that evidence are quoted.
+
+    Likely causes:
+        Evidence that is missing the part that tells (NCCL logs without ``NCCL_DEBUG=INFO``,
+        no stack dumps, logs of only some ranks), or a failure pattern logsleuth does not
+        know yet.
+
+    What to check:
+        Collect ``NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL,NET`` logs of every rank, a
+        ``py-spy dump`` of every rank while it hangs, and flight-recorder dumps
+        (``TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1``); then analyse
+        again.
+    """
+
+    code = "LS001"
+    name = "diagnosis.inconclusive"
+    kind = "inconclusive"
+    fallback = True
+
+    def check(self, index: EvidenceIndex) -> Iterable[Finding]:
+        unexplained: list[Event] = [w for w in index.warns if w.family != "other"]
+        unexplained += [w for w in index.warns if w.family == "other"]
+        unexplained += [t for t in index.traces if t.code != 0]
+        unexplained += index.failures
+        stalled = [m for m in index.manifests if m.stalled_at]
+        unexplained += stalled
+        if not unexplained:
+            return
+        total = evidence_of(unexplained)[1]
+        yield self.finding(
+            severity="error",
+            title="errors were logged but the evidence does not show their cause",
+            detail=(
+                (
+                    f"logsleuth live saw the job stop making progress (at {stalled[0].stalled_at}), "
+                    "but the evidence captured does not show why. "
+                    if stalled
+                    else ""
+                )
+                + f"{total} line(s) of evidence point at a failure (NCCL WARNs, error "
+                "back-traces, failed processes or a detected stall), but none matches a known "
+                "failure pattern. The first ones are quoted."
+            ),
+            events=unexplained,
+            confidence=0.3,
+            next_steps=_what_to_collect(index),
+        )
+
+
+def _what_to_collect(index: EvidenceIndex) -> tuple[str, ...]:
+    """Name the evidence that is missing, most telling first; what is already there is skipped."""
+    families = {f for p in index.procs.values() for f in p.families}
+    known = {p.rank for p in index.procs.values() if p.rank is not None}
+    steps: list[str] = []
+    if index.world_size and known and len(known) < index.world_size:
+        missing = format_ranks(set(range(index.world_size)) - known)
+        steps.append(f"Collect the logs of the ranks with no evidence at all: {missing}.")
+    if "nccl" not in families:
+        steps.append(
+            "Collect NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL,NET logs from every rank "
+            "(NCCL_DEBUG_FILE=/tmp/nccl.%h.%p.log) and the launcher log."
+        )
+    elif not any(index.comms[k].ops for k in index.comms):
+        steps.append(
+            "The NCCL logs have no COLL lines: add COLL to NCCL_DEBUG_SUBSYS "
+            "(NCCL_DEBUG_SUBSYS=INIT,COLL,NET) to see where each rank stopped."
+        )
+    if not index.dumps:
+        steps.append(
+            "Dump every rank's stacks while it hangs: py-spy dump --pid PID for each rank "
+            "process (or run the job under logsleuth live, which does it for you)."
+        )
+    if not index.all_of(FlightRecorderDump):
+        steps.append(
+            "Enable the flight recorder: TORCH_NCCL_TRACE_BUFFER_SIZE=2000 "
+            "TORCH_NCCL_DUMP_ON_TIMEOUT=1, and include the dumps."
+        )
+    if not steps:
+        steps.append(
+            "Every kind of evidence is there but matches no known pattern: read the quoted "
+            "lines of the first failing rank and report the case to logsleuth's maintainers."
+        )
+    return tuple(steps)

@@ -1,0 +1,94 @@
+"""Rules about communicator creation that never got going."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from logsleuth.analysis.index import EvidenceIndex
+from logsleuth.analysis.rules.base import Rule
+from logsleuth.model.base import Event
+from logsleuth.model.diagnosis import Finding
+from logsleuth.model.ranks import format_ranks
+
+
+class InitNeverReached(Rule):
+    """Some ranks never started communicator initialization; the others wait in bootstrap.
+
+    Symptom:
+        Every NCCL log of a communicator ends at ``ncclCommInitRank ... nranks N ... - Init
+        START``: no rank reached ``Init COMPLETE``, and the ranks that logged START are
+        fewer than N. The missing ranks wrote no NCCL line at all (their process exists, in
+        the bundle manifest or the launcher's list, but never called NCCL).
+
+    Likely causes:
+        The missing ranks are stuck before ``init_process_group`` or before their first
+        collective: slow or hung data preparation, a download, a lock, a rank-dependent
+        code path, or a wrong ``RANK``/``WORLD_SIZE`` so that they joined another job.
+        NCCL's bootstrap waits for all N ranks, so the others hang in init forever (the
+        watchdog does not cover it).
+
+    What to check:
+        The stacks of the missing ranks (``py-spy dump --pid PID``): where are they instead
+        of ``init_process_group``? Their launcher output; ``RANK``, ``WORLD_SIZE``,
+        ``MASTER_ADDR`` and ``MASTER_PORT`` on their nodes.
+    """
+
+    code = "LS110"
+    name = "init.never_started"
+    kind = "init-stall"
+
+    def check(self, index: EvidenceIndex) -> Iterable[Finding]:
+        launched = {e.rank: e for m in index.manifests for e in m.ranks}
+        for key in sorted(index.comms):
+            state = index.comms[key]
+            if state.completed or not state.started or not state.nranks:
+                continue
+            if state.nranks != index.world_size or state.nranks > 65536:
+                continue  # only the world communicator's ranks are global ranks
+            missing = sorted(set(range(state.nranks)) - set(state.started))
+            if not missing or len(missing) * 2 >= state.nranks:
+                continue  # more absent than present: the logs were not all collected
+            known = [r for r in missing if r in launched]
+            hosts = sorted({h for r in known if (h := launched[r].host)})
+            pids = sorted(p for r in known if (p := launched[r].pid) is not None)
+            started = sorted(state.started)
+            events: list[Event] = [state.started[r] for r in started[:3]]
+            events += index.manifests[:1]
+            who = f"rank {missing[0]}" if len(missing) == 1 else f"ranks {format_ranks(missing)}"
+            confirmed = len(known) == len(missing)
+            detail = (
+                f"{len(started)} of {state.nranks} ranks of communicator {key} logged Init START "
+                f"and nothing after it; {who} logged no NCCL line at all. Bootstrap waits for "
+                "every rank, so the others hang in init until the missing ones arrive."
+            )
+            if confirmed:
+                detail += (
+                    f" The bundle manifest lists {who} as running (pid "
+                    f"{', '.join(map(str, pids))}), so the process existed but never called NCCL."
+                )
+            else:
+                detail += (
+                    f" Whether {who} ran at all is not in the evidence: its log may simply be "
+                    "missing from the inputs."
+                )
+            yield self.finding(
+                severity="critical",
+                title=f"{who} never started init of comm {key}; {len(started)} rank(s) wait "
+                "for it in bootstrap",
+                detail=detail,
+                events=events,
+                ranks=missing,
+                hosts=hosts,
+                pids=pids,
+                communicator=key,
+                confidence=0.75 if confirmed else 0.45,
+                next_steps=(
+                    f"Dump the stacks of {who}"
+                    + (f" (py-spy dump --pid {pids[0]} on {hosts[0]})" if pids and hosts else "")
+                    + ": where are they instead of init_process_group?",
+                    "Check RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT on their nodes and "
+                    "their launcher output before init.",
+                    "Collect NCCL_DEBUG=INFO logs from every rank (NCCL_DEBUG_FILE=/tmp/nccl.%h.%p.log) "
+                    "to tell a missing log from a rank that never reached NCCL.",
+                ),
+            )
