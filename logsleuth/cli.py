@@ -169,6 +169,12 @@ def _add_live_options(parser: argparse.ArgumentParser) -> None:
         help="leave the job running after the capture instead of ending it",
     )
     parser.add_argument(
+        "--no-dump-hook",
+        action="store_true",
+        help="do not put logsleuth's start-up module on the job's PYTHONPATH (it makes a rank "
+        "that dies of an exception or SIGTERM dump its flight recorder into OUT/fr/)",
+    )
+    parser.add_argument(
         "--nccl-subsys",
         default="INIT,COLL,NET",
         metavar="LIST",
@@ -291,6 +297,7 @@ def _live(
         out_dir=out,
         stall_timeout=args.stall_timeout,
         keep_running=args.keep_running,
+        exception_dumps=not args.no_dump_hook,
         nccl_subsys=args.nccl_subsys,
         distributed_debug=args.distributed_debug,
         expected_ranks=expected_ranks,

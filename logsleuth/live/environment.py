@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -10,6 +11,9 @@ FR_BUFFER_ENTRIES = "2000"
 """Flight-recorder ring size: enough collectives to see where ranks diverged."""
 RUN_MARKER = "LOGSLEUTH_LIVE_RUN"
 """Set in every job process; finds the ones that left the process group at clean-up."""
+BOOTSTRAP_DIR = Path(__file__).parent / "bootstrap"
+"""Put first on the job's ``PYTHONPATH``: its ``sitecustomize`` dumps the flight recorder of a
+rank that dies of an uncaught exception (see that module)."""
 
 RECORDED = (
     "NCCL_DEBUG",
@@ -19,6 +23,7 @@ RECORDED = (
     "NCCL_SOCKET_IFNAME",
     "TORCH_NCCL_TRACE_BUFFER_SIZE",
     "TORCH_FR_BUFFER_SIZE",
+    "TORCH_FR_DUMP_TEMP_FILE",
     "TORCH_NCCL_DUMP_ON_TIMEOUT",
     "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
     "TORCH_NCCL_DEBUG_INFO_PIPE_FILE",
@@ -26,6 +31,7 @@ RECORDED = (
     "TORCH_DISTRIBUTED_DEBUG",
     "PYTHONUNBUFFERED",
     "PYTHONFAULTHANDLER",
+    "PYTHONPATH",
 )
 """Variables the manifest records, whoever set them."""
 
@@ -47,6 +53,8 @@ def diagnostics_env(
         "TORCH_FR_BUFFER_SIZE": FR_BUFFER_ENTRIES,
         "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
         "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": str(out / "fr" / "rank_"),
+        # torch 2.13's name for the same prefix; the bootstrap's exception dumps use it too.
+        "TORCH_FR_DUMP_TEMP_FILE": str(out / "fr" / "rank_"),
         "TORCH_NCCL_DEBUG_INFO_PIPE_FILE": str(out / "fr" / "pipe_"),
         "TORCH_CPP_LOG_LEVEL": "INFO",
         "PYTHONUNBUFFERED": "1",
@@ -57,12 +65,26 @@ def diagnostics_env(
     return env
 
 
-def job_env(base: Mapping[str, str], diagnostics: Mapping[str, str], run_id: str) -> dict[str, str]:
-    """Return ``base`` with every diagnostics variable the user did not set, and the run marker."""
+def job_env(
+    base: Mapping[str, str],
+    diagnostics: Mapping[str, str],
+    run_id: str,
+    *,
+    exception_dumps: bool = True,
+) -> dict[str, str]:
+    """Return ``base`` with every diagnostics variable the user did not set, and the run marker.
+
+    With ``exception_dumps``, :data:`BOOTSTRAP_DIR` goes first on ``PYTHONPATH`` (the user's
+    entries follow).
+    """
     env = dict(base)
     for name, value in diagnostics.items():
         env.setdefault(name, value)
     env[RUN_MARKER] = run_id
+    if exception_dumps:
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(BOOTSTRAP_DIR), *(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)]
+        )
     return env
 
 

@@ -81,6 +81,9 @@ class LiveOptions:
     expected_ranks: int | None = None
     extra_env: tuple[tuple[str, str], ...] = ()
     """Variables the caller sets for the job on top of the user's environment."""
+    exception_dumps: bool = True
+    """Make a rank that dies of an uncaught Python exception or of SIGTERM dump its flight
+    recorder into ``fr/`` (:data:`logsleuth.live.environment.BOOTSTRAP_DIR`)."""
     snapshot_gap: float = 2.0
     """Seconds between the two stack snapshots of the capture."""
     grace: float = 5.0
@@ -347,6 +350,10 @@ def _end_job(proc: subprocess.Popen[bytes], run_id: str, grace: float) -> tuple[
 
 def _prune(directory: Path) -> None:
     remove_pipes(directory)
+    # A dump whose writer was killed mid-way (SIGKILL) is no evidence.
+    for partial in directory.glob("*.partial") if directory.is_dir() else ():
+        with contextlib.suppress(OSError):
+            partial.unlink()
     with contextlib.suppress(OSError):
         if directory.is_dir() and not any(directory.iterdir()):
             directory.rmdir()
@@ -411,7 +418,12 @@ def run_live(options: LiveOptions, reporter: Reporter, echo: BinaryIO | None) ->
     diagnostics = diagnostics_env(
         out, nccl_subsys=options.nccl_subsys, distributed_debug=options.distributed_debug
     )
-    env = job_env({**os.environ, **dict(options.extra_env)}, diagnostics, run_id)
+    env = job_env(
+        {**os.environ, **dict(options.extra_env)},
+        diagnostics,
+        run_id,
+        exception_dumps=options.exception_dumps,
+    )
     log_path = out / "launcher.log"
     started = _now_iso()
     with log_path.open("ab") as log:

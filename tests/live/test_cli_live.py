@@ -24,3 +24,9 @@ def test_live_defaults() -> None:
         None,
         None,
     )
+
+
+def test_the_dump_hook_is_on_unless_switched_off() -> None:
+    assert build_parser().parse_args(["live", "python", "t.py"]).no_dump_hook is False
+    args = build_parser().parse_args(["live", "--no-dump-hook", "--", "python", "t.py"])
+    assert (args.no_dump_hook, args.job) == (True, ["--", "python", "t.py"])

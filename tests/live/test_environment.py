@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from logsleuth.live.environment import RUN_MARKER, diagnostics_env, job_env, recorded_env
+from logsleuth.live.environment import (
+    BOOTSTRAP_DIR,
+    RUN_MARKER,
+    diagnostics_env,
+    job_env,
+    recorded_env,
+)
 
 
 def test_diagnostics_point_into_the_bundle(tmp_path: Path) -> None:
@@ -13,7 +19,11 @@ def test_diagnostics_point_into_the_bundle(tmp_path: Path) -> None:
     assert env["NCCL_DEBUG"] == "INFO"
     assert env["NCCL_DEBUG_SUBSYS"] == "INIT,COLL"
     assert env["NCCL_DEBUG_FILE"] == f"{out}/nccl/%h.%p.log"
-    assert env["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] == f"{out}/fr/rank_"
+    assert (
+        env["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"]
+        == env["TORCH_FR_DUMP_TEMP_FILE"]
+        == f"{out}/fr/rank_"
+    )
     assert env["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"] == f"{out}/fr/pipe_"
     assert env["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1"
     assert env["TORCH_FR_BUFFER_SIZE"] == env["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "2000"
@@ -33,3 +43,12 @@ def test_the_users_own_settings_win(tmp_path: Path) -> None:
     recorded = recorded_env(env)
     assert recorded["NCCL_DEBUG"] == "WARN"
     assert "PATH" not in recorded and RUN_MARKER not in recorded
+
+
+def test_the_bootstrap_goes_first_on_the_python_path(tmp_path: Path) -> None:
+    assert (BOOTSTRAP_DIR / "sitecustomize.py").is_file()
+    env = job_env({"PYTHONPATH": "/src:/lib"}, diagnostics_env(tmp_path), "run-1")
+    assert env["PYTHONPATH"] == f"{BOOTSTRAP_DIR}:/src:/lib"
+    assert recorded_env(env)["PYTHONPATH"] == env["PYTHONPATH"]
+    assert job_env({}, {}, "run-1")["PYTHONPATH"] == str(BOOTSTRAP_DIR)
+    assert "PYTHONPATH" not in job_env({}, {}, "run-1", exception_dumps=False)

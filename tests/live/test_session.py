@@ -188,3 +188,16 @@ def test_ctrl_c_captures_then_cleans_up(tmp_path: Path) -> None:
     assert (out / "diagnosis.json").exists() and (out / "report.html").exists()
     assert live.returncode in (0, 1)
     assert job_survivors(out) == []
+
+
+def test_a_cut_short_dump_is_left_out_and_finished_ones_stay(tmp_path: Path) -> None:
+    out = tmp_path / "bundle"
+    code = (
+        "import os\n"
+        "prefix = os.environ['TORCH_FR_DUMP_TEMP_FILE']\n"
+        "open(prefix + '0', 'wb').write(b'dump')\n"
+        "open(prefix + '1.partial', 'wb').write(b'du')\n"
+    )
+    result = run_live(_options(out, PY, "-c", code), Recorder(), None)
+    assert result.outcome == "finished"
+    assert sorted(p.name for p in (out / "fr").iterdir()) == ["rank_0"]

@@ -1,8 +1,8 @@
 """``logsleuth live`` on real 4-rank torch gloo jobs: every built-in repro scenario.
 
-Each scenario runs once (module cache) through the real command line. Two tests per
-scenario: the bundle and the clean-up (must hold for every scenario), and the verdict (marked
-xfail where the analyzer is known to be wrong; the reason says what it says instead).
+Each scenario runs once (module cache) through the real command line; size-mismatch runs
+with every rank as the culprit, as the rank that detects the mismatch (and aborts) moves with
+it. Two tests per run: the bundle and the clean-up, and the verdict.
 """
 
 from __future__ import annotations
@@ -44,8 +44,10 @@ class Case:
     hangs: bool
     kinds: tuple[str, ...]
     """Verdict kinds a correct diagnosis may give."""
-    wrong: str | None = None
-    """Why the analyzer's verdict is known to be wrong (the test is then xfail, strict)."""
+
+    @property
+    def id(self) -> str:
+        return f"{self.name}-culprit{self.culprit}" if self.name == "size-mismatch" else self.name
 
 
 CASES = (
@@ -62,14 +64,7 @@ CASES = (
         True,
         ("collective-mismatch", "missing-collective"),
     ),
-    Case(
-        "size-mismatch",
-        1,
-        False,
-        ("collective-mismatch",),
-        wrong="the kind is right (LS108: gloo's size check) but gloo's message names only the rank "
-        "that received the odd size, never the sender: without DETAIL the culprit stays unnamed",
-    ),
+    *(Case("size-mismatch", culprit, False, ("collective-mismatch",)) for culprit in range(NPROC)),
     Case("exception", 2, False, ("process-died",)),
     Case(
         "early-exit",
@@ -100,8 +95,8 @@ _RUNS: dict[str, Run] = {}
 
 
 def _run(case: Case, tmp_root: Path) -> Run:
-    if case.name not in _RUNS:
-        out = tmp_root / case.name
+    if case.id not in _RUNS:
+        out = tmp_root / case.id
         started = time.monotonic()
         done = subprocess.run(
             [
@@ -116,10 +111,10 @@ def _run(case: Case, tmp_root: Path) -> Run:
             timeout=300,
             check=False,
         )  # fmt: skip
-        _RUNS[case.name] = Run(
+        _RUNS[case.id] = Run(
             out, done.returncode, time.monotonic() - started, done.stdout, done.stderr
         )
-    return _RUNS[case.name]
+    return _RUNS[case.id]
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +128,7 @@ def _json(path: Path) -> dict[str, object]:
     return data
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_bundle_is_complete_and_no_process_survives(
     case: Case, tmp_root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -158,6 +153,11 @@ def test_bundle_is_complete_and_no_process_survives(
     else:
         assert manifest["stalled_at"] is None
         assert not (run.out / "stacks").exists()
+    if case.name == "size-mismatch":
+        # One rank aborts in gloo's size check; every other rank dumps its flight recorder,
+        # on "Connection reset by peer" or on torchrun's SIGTERM.
+        dumps = sorted(p.name for p in (run.out / "fr").iterdir())
+        assert len(dumps) == NPROC - 1 and f"rank_{case.culprit}" in dumps, dumps
     if case.name == "healthy":
         assert run.returncode == 0
         assert sorted(re.findall(r"^repro: rank (\d): finished", log, re.MULTILINE)) == [
@@ -169,19 +169,7 @@ def test_bundle_is_complete_and_no_process_survives(
     assert capsys.readouterr().out == (run.out / "diagnosis.json").read_text()
 
 
-def _verdict_params() -> list[object]:
-    params: list[object] = []
-    for case in CASES:
-        marks = (
-            [pytest.mark.xfail(strict=True, raises=AssertionError, reason=case.wrong)]
-            if case.wrong
-            else []
-        )
-        params.append(pytest.param(case, id=case.name, marks=marks))
-    return params
-
-
-@pytest.mark.parametrize("case", _verdict_params())
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_verdict_names_the_fault_and_the_culprit(case: Case, tmp_root: Path) -> None:
     run = _run(case, tmp_root)
     verdict = _json(run.out / "diagnosis.json")["verdict"]
