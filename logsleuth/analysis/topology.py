@@ -561,6 +561,7 @@ def _world_key(index: EvidenceIndex) -> str | None:
 
 def _fill_from_lines(topo: CommTopology, index: EvidenceIndex) -> None:
     """Add ranks only connection lines name, and device ids only the ``[x]`` fields give."""
+    eras: dict[tuple[str | None, int | None], str | None] = {}
     for conn in topo.conns:
         for rank, dev in ((conn.src, conn.event.from_dev), (conn.dst, conn.event.to_dev)):
             if rank < 0:
@@ -574,8 +575,10 @@ def _fill_from_lines(topo: CommTopology, index: EvidenceIndex) -> None:
             elif info.hostname is None and conn.transport.family in ("P2P", "SHM"):
                 # P2P and SHM only join GPUs of one machine: the peer is on the reporter's host.
                 info.hostname = conn.event.origin.host
-            proc = index.procs.get((conn.event.origin.host, conn.event.origin.pid))
-            decoded = decode_device(dev, _device_era(proc))
+            stream = (conn.event.origin.host, conn.event.origin.pid)
+            if stream not in eras:
+                eras[stream] = _device_era(index.procs.get(stream))
+            decoded = decode_device(dev, eras[stream])
             if decoded is None:
                 continue
             what, value = decoded

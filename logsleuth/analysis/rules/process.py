@@ -140,7 +140,8 @@ class ProcessDied(Rule):
             if isinstance(e, WatchdogTimeout | WatchdogError)
         }
         aftermath = [f for f in failures if f.rank in reported or f.signal == "SIGTERM"]
-        failures = [f for f in failures if f not in aftermath]
+        gone = {id(f) for f in aftermath}
+        failures = [f for f in failures if id(f) not in gone]
         if not failures:
             yield self.finding(
                 severity="info",
