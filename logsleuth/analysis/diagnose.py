@@ -353,6 +353,11 @@ def _gaps(index: EvidenceIndex, inputs: Sequence[InputView]) -> tuple[str, ...]:
     else:
         for view in partial:
             gaps.append(f"{view.source}: {view.unrecognized} of {view.lines} lines not recognized")
+    for source in sorted(index.truncated_sources):
+        gaps.append(
+            f"{source}: ends in the middle of a line (cut while being written or copied); "
+            "what the process did after it is not known"
+        )
     for dump in index.dumps:
         if dump.truncated:
             gaps.append(f"{dump.ref.source}:{dump.ref.line}: stack dump is truncated")

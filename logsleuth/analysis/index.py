@@ -247,6 +247,7 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
     """Fold ``events`` (in input order, file by file) into an :class:`EvidenceIndex`."""
     index = EvidenceIndex()
     index.inputs = list(inputs)
+    index.truncated_sources = {i.source for i in index.inputs if i.truncated}
     comm_of: dict[tuple[str | None, int | None, str], str] = {}
     inits: list[NcclCommInit] = []
     order = {"prefix": 5, "world-comm": 4, "manifest": 3, "summary": 2, "file-name": 1}

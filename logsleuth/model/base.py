@@ -69,3 +69,5 @@ class InputSummary:
     blank: int
     error: str | None = None
     """A one-line reason when the input could not be read at all."""
+    truncated: bool = False
+    """The input ends in the middle of a line: it was cut while being written or copied."""

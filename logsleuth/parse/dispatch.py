@@ -251,6 +251,7 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
     # A run of COLL lines of the hot shape is taken in one regex match (NcclReader.take_run);
     # a prefix scheme would change the text, so numbered files go line by line.
     take_run = nccl.take_run if numbering is None else None
+    chunk = first
     for chunk in itertools.chain((first,), chunks):
         pos, end = 0, len(chunk)
         while pos < end:
@@ -283,6 +284,7 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
         recognized=recognized,
         unrecognized=total - blank - recognized,
         blank=blank,
+        truncated=bool(chunk) and not chunk.endswith("\n"),
     )
     events = sorted(sink.events, key=lambda e: e.ref.line)
     missed: tuple[int, ...] = ()

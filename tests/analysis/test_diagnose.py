@@ -80,3 +80,19 @@ def test_a_healthy_job_gets_no_fallback_finding(tmp_path: Path) -> None:
     d = analyze([str(tmp_path)]).diagnosis
     assert d.verdict.kind == "healthy"
     assert not [f for f in d.findings if f.code == "LS001"]
+
+
+def test_a_log_cut_mid_line_is_a_data_gap(tmp_path: Path) -> None:
+    generate(tmp_path, ranks=8, hosts=1, ops=12, fault="healthy")
+    logs = sorted((tmp_path / "nccl").iterdir())
+    cut = logs[3]
+    data = cut.read_bytes()
+    cut.write_bytes(data[: data.rindex(b"\n", 0, len(data) - 1) + 20])  # into the last line
+    diagnosis = analyze([str(tmp_path)]).diagnosis
+    name = f"nccl/{cut.name}"
+    assert [g for g in diagnosis.gaps if "middle of a line" in g] == [
+        f"{name}: ends in the middle of a line (cut while being written or copied); "
+        "what the process did after it is not known"
+    ]
+    (view,) = [v for v in diagnosis.inputs if v.source == name]
+    assert view.lines == data.count(b"\n")
