@@ -353,6 +353,12 @@ def _gaps(index: EvidenceIndex, inputs: Sequence[InputView]) -> tuple[str, ...]:
     else:
         for view in partial:
             gaps.append(f"{view.source}: {view.unrecognized} of {view.lines} lines not recognized")
+    for key in sorted(k for k, state in index.comms.items() if state.static_op_count()):
+        gaps.append(
+            f"communicator {key}: every collective line says opCount 0 (NCCL 2.8.x, or 2.27.3+ "
+            "on a communicator without network operations), so NCCL's lines cannot tell where "
+            "each rank stopped; stack dumps or flight-recorder dumps can"
+        )
     for source in sorted(index.truncated_sources):
         gaps.append(
             f"{source}: ends in the middle of a line (cut while being written or copied); "

@@ -128,6 +128,24 @@ class CommState:
     connects: list[NcclChannelConnect] = field(default_factory=list)
     connected: set[Stream] = field(default_factory=set)
 
+    def static_op_count(self) -> bool:
+        """Say whether this communicator's opCount never moved, so it gives no positions.
+
+        NCCL 2.8.x never increments opCount, and 2.27.3+ increments it only for launches
+        with network operations, so on a single-node communicator it stays 0 for good
+        (spec 2.10). Then every collective line says ``opCount 0`` and comparing ranks by
+        opCount would compare unrelated collectives. Told from the lines themselves: every
+        member's collectives (not send/recv, which share one group's count) are at 0 and
+        some member logged at least three.
+        """
+        most = 0
+        for ops in self.ops.values():
+            colls = [r for r in ops if r.op not in ("Send", "Recv")]
+            if any(r.op_count for r in colls):
+                return False
+            most = max(most, len(colls))
+        return most >= 3
+
 
 @dataclass(slots=True)
 class EvidenceIndex:

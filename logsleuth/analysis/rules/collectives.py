@@ -60,6 +60,11 @@ class MissingCollective(Rule):
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         for key in sorted(index.comms):
             state = index.comms[key]
+            if state.static_op_count():
+                found = self._last_differs(index, state)
+                if found is not None:
+                    yield found
+                continue
             last = {s: max(r.op_count for r in ops) for s, ops in state.ops.items() if ops}
             if len(last) < 2:
                 continue
@@ -72,6 +77,57 @@ class MissingCollective(Rule):
                 yield self._never_entered(index, state, ahead, behind, last, top)
             else:
                 yield self._extra_call(index, state, ahead, behind, top)
+
+    def _last_differs(self, index: EvidenceIndex, state: CommState) -> Finding | None:
+        """Compare each member's last collective where opCount gives no positions.
+
+        Ranks whose last logged collective differs from the majority's did not enter the
+        collective the majority waits in; whether they issued another one at that step
+        (a mismatch) or are a step behind cannot be told without positions.
+        """
+        last: dict[Stream, OpRecord] = {}
+        for stream, ops in state.ops.items():
+            colls = [r for r in ops if r.op not in ("Send", "Recv")]
+            if colls:
+                last[stream] = colls[-1]
+        groups: dict[object, list[Stream]] = defaultdict(list)
+        for stream, record in last.items():
+            groups[(record.op, record.count, record.datatype, record.root)].append(stream)
+        if len(groups) < 2:
+            return None
+        reference, odd, tie = _split_majority(groups)
+        if tie:
+            return None
+        ref, bad = last[reference[0]], last[odd[0]]
+        ranks, hosts, pids = culprits(index, odd)
+        return self.finding(
+            severity="critical",
+            title=(
+                f"{describe(index, odd)} never entered the {ref.op} that {describe(index, reference)} "
+                f"last issued on comm {state.key} (its last collective was {bad.op})"
+            ),
+            detail=(
+                f"The last collective {describe(index, reference)} logged on communicator "
+                f"{state.key} is {ref.op}(count={ref.count}, datatype={ref.datatype}); "
+                f"{describe(index, odd)} last logged {bad.op}(count={bad.count}, "
+                f"datatype={bad.datatype}). This communicator's opCount stays 0 (NCCL 2.8.x, or "
+                "2.27.3+ without network operations), so NCCL's lines give no positions: the odd "
+                "ranks either issued another collective at that step (a mismatch) or are a step "
+                "behind. Their stacks tell which."
+            ),
+            events=[last[s].event for s in (*odd, *reference)],
+            ranks=ranks,
+            hosts=hosts,
+            pids=pids,
+            communicator=state.key,
+            confidence=0.55 * (0.6 + 0.4 * _coverage(state)),
+            next_steps=(
+                f"Dump the odd ranks' stacks: py-spy dump --pid {pids[0] if pids else 'PID'} "
+                "(on its host) to see which call they are in.",
+                "Re-run with TORCH_DISTRIBUTED_DEBUG=DETAIL, or enable the flight recorder "
+                "(TORCH_FR_BUFFER_SIZE=2000), to get per-collective sequence numbers.",
+            ),
+        )
 
     def _record(self, state: CommState, stream: Stream, op_count: int) -> OpRecord | None:
         for record in reversed(state.ops[stream]):
@@ -201,6 +257,8 @@ class CollectiveMismatch(Rule):
         yield from self._check_fingerprints(index)
 
     def _check_comm(self, index: EvidenceIndex, state: CommState) -> Finding | None:
+        if state.static_op_count():
+            return None  # no positions to compare at; MissingCollective reads last collectives
         positions: dict[int, dict[Stream, OpRecord]] = defaultdict(dict)
         for stream, ops in state.ops.items():
             for record in ops:
