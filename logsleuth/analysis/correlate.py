@@ -196,7 +196,7 @@ def clock_offsets(index: EvidenceIndex) -> dict[str, float]:
     for event in index.torch:
         if not isinstance(event, WatchdogTimeout) or event.ran_ms is None:
             continue
-        host = _host_of(index, event)
+        host = host_of_event(index, event)
         if host is None or event.origin.time is None:
             continue
         starts[(event.pg, event.seq)][host].append(event.origin.time - event.ran_ms / 1000)
@@ -212,7 +212,8 @@ def clock_offsets(index: EvidenceIndex) -> dict[str, float]:
     return {host: round(value - middle, 3) + 0.0 for host, value in sorted(medians.items())}
 
 
-def _host_of(index: EvidenceIndex, event: Event) -> str | None:
+def host_of_event(index: EvidenceIndex, event: Event) -> str | None:
+    """Return the host that wrote ``event``: its prefix's, else its rank's process's."""
     if event.origin.host:
         return event.origin.host
     rank = event.origin.rank
@@ -257,7 +258,7 @@ def first_errors(index: EvidenceIndex) -> list[FirstError]:
         rank = _rank_of(index, event)
         if when is None or rank is None:
             continue
-        host = _host_of(index, event)
+        host = host_of_event(index, event)
         candidates.append((when - offsets.get(host or "", 0.0), rank, host, event))
     if any(t < _YEAR for t, *_ in candidates):
         candidates = [(_into_year(t), r, h, e) for t, r, h, e in candidates]

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
+from logsleuth.analysis.correlate import clock_offsets, host_of_event
 from logsleuth.analysis.index import EvidenceIndex, Proc, Stream
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import (
@@ -213,8 +214,12 @@ def _error_identity(index: EvidenceIndex, event: Event) -> tuple[Identity, int |
 def build_timeline(index: EvidenceIndex) -> tuple[FirstError, ...]:
     """Return each process's first error, grouped by kind and message (numbers ignored).
 
-    Groups are ordered by their earliest timestamp; groups without one follow in input order.
+    Groups are ordered by their earliest timestamp on the clock the diagnosis reasons with
+    (host clocks shifted by :func:`~logsleuth.analysis.correlate.clock_offsets`), so the
+    timeline agrees with "first failure in time"; the times shown are the logged ones.
+    Groups without a timestamp follow in input order.
     """
+    offsets = clock_offsets(index)
     first: dict[Identity, tuple[tuple[bool, float, int], Event, str, int | None]] = {}
     order = 0
     for event_type, kind in _ERROR_KINDS:
@@ -224,6 +229,8 @@ def build_timeline(index: EvidenceIndex) -> tuple[FirstError, ...]:
                 continue
             identity, rank = _error_identity(index, event)
             time = event.origin.time
+            if time is not None:
+                time -= offsets.get(host_of_event(index, event) or "", 0.0)
             key = (time is None, time or 0.0, order)
             known = first.get(identity)
             if known is None or key < known[0]:

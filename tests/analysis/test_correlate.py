@@ -18,6 +18,7 @@ from logsleuth.analysis.correlate import (
     pg_links,
 )
 from logsleuth.analysis.index import KEEP_OPS, EvidenceIndex, build_index
+from logsleuth.analysis.overview import build_timeline
 from logsleuth.model.base import Event
 from logsleuth.model.torch import WatchdogTimeout
 from logsleuth.parse.discover import discover
@@ -110,3 +111,21 @@ def test_one_host_has_no_clock_to_compare_with(tmp_path: Path) -> None:
         tmp_path, ranks=4, hosts=1, ops=24, fault="missing-collective", culprit=2, launcher=True
     )
     assert clock_offsets(_index(tmp_path)) == {}
+
+
+def test_the_report_timeline_orders_first_errors_on_the_aligned_clock(tmp_path: Path) -> None:
+    generate(
+        tmp_path, ranks=12, hosts=3, ops=24, fault="missing-collective", culprit=7, launcher=True
+    )
+    # gpu-node003's clock runs 7 s behind: its timeouts look earliest as logged.
+    _shift_host(tmp_path / "launcher.log", {8, 9, 10, 11}, -7.0)
+    index = _index(tmp_path)
+    assert clock_offsets(index)["gpu-node003"] == pytest.approx(-7.0, abs=0.1)
+    (timeouts,) = [e for e in build_timeline(index) if "Watchdog caught" in e.message]
+    raw_first = min(
+        (e for e in index.torch if isinstance(e, WatchdogTimeout)),
+        key=lambda e: e.origin.time or 0.0,
+    )
+    assert raw_first.origin.rank in {8, 9, 10, 11}
+    assert timeouts.evidence is not None
+    assert timeouts.evidence.line != raw_first.ref.line
