@@ -158,6 +158,8 @@ class EvidenceIndex:
     by_type: dict[type[Event], list[Event]] = field(default_factory=dict)
     truncated_sources: set[str] = field(default_factory=set)
     world_size: int | None = None
+    _by_rank: dict[int, Proc] | None = field(default=None, repr=False, compare=False)
+    _by_rank_size: int = field(default=0, repr=False, compare=False)
 
     @property
     def warns(self) -> list[NcclWarn]:
@@ -227,12 +229,21 @@ class EvidenceIndex:
         return matches.pop() if len(matches) == 1 else None
 
     def proc_of_rank(self, rank: int) -> Proc | None:
-        """Return the best-known process record of global ``rank`` (NCCL streams first)."""
-        best: Proc | None = None
-        for proc in self.procs.values():
-            if proc.rank == rank and (best is None or (best.host is None and proc.host)):
-                best = proc
-        return best
+        """Return the best-known process record of global ``rank`` (NCCL streams first).
+
+        Ranks are final once :func:`build_index` returned: the first call maps every rank
+        once, instead of a scan of every process per call (rules ask per event).
+        """
+        if self._by_rank is None or self._by_rank_size != len(self.procs):
+            by_rank: dict[int, Proc] = {}
+            for proc in self.procs.values():
+                if proc.rank is None:
+                    continue
+                best = by_rank.get(proc.rank)
+                if best is None or (best.host is None and proc.host):
+                    by_rank[proc.rank] = proc
+            self._by_rank, self._by_rank_size = by_rank, len(self.procs)
+        return self._by_rank.get(rank)
 
     def stream_label(self, stream: Stream) -> str:
         """Return a human label for a process: ``rank 3 (host pid 123)`` or ``host pid 123``."""
