@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from logsleuth.analysis.index import EvidenceIndex, Proc
-from logsleuth.analysis.rules.base import Rule
+from logsleuth.analysis.index import EvidenceIndex, Proc, Stream
+from logsleuth.analysis.rules.base import Rule, culprits
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.nccl import NcclCudaDriver, NcclEnv, NcclNetPlugin, NcclVersion
@@ -181,7 +181,7 @@ class NcclEnvMismatch(Rule):
     kind = "config-mismatch"
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
-        by_proc: dict[tuple[str | None, int | None], dict[str, NcclEnv]] = defaultdict(dict)
+        by_proc: dict[Stream, dict[str, NcclEnv]] = defaultdict(dict)
         for event in index.all_of(NcclEnv):
             if event.name.startswith("NCCL_") and event.name not in _ENV_PER_PROCESS:
                 by_proc[(event.origin.host, event.origin.pid)].setdefault(event.name, event)
@@ -189,7 +189,7 @@ class NcclEnvMismatch(Rule):
             return
         names = sorted({name for env in by_proc.values() for name in env})
         for name in names:
-            groups: dict[str, list[tuple[str | None, int | None]]] = defaultdict(list)
+            groups: dict[str, list[Stream]] = defaultdict(list)
             for key, env in by_proc.items():
                 groups[env[name].value.strip() if name in env else _UNSET].append(key)
             if len(groups) < 2:
@@ -200,14 +200,14 @@ class NcclEnvMismatch(Rule):
         self,
         index: EvidenceIndex,
         name: str,
-        groups: dict[str, list[tuple[str | None, int | None]]],
-        by_proc: dict[tuple[str | None, int | None], dict[str, NcclEnv]],
+        groups: dict[str, list[Stream]],
+        by_proc: dict[Stream, dict[str, NcclEnv]],
     ) -> Finding:
         ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
         tie = len(ordered[1][1]) == len(ordered[0][1])
         odd = [key for _, keys in (ordered if tie else ordered[1:]) for key in keys]
-        procs = [index.procs[key] for key in odd if key in index.procs]
-        hosts = sorted({key[0] or "?" for key in odd})
+        ranks, hosts, pids = culprits(index, odd)
+        hosts = sorted(set(hosts))
         summary = "; ".join(f"{value} on {_where(keys)}" for value, keys in ordered)
         events = [env[name] for key, env in sorted(by_proc.items(), key=_key_order) if name in env]
         wire = name in _ENV_WIRE
@@ -231,9 +231,9 @@ class NcclEnvMismatch(Rule):
                 )
             ),
             events=events[:64],
-            ranks=sorted({p.rank for p in procs if p.rank is not None}),
+            ranks=ranks,
             hosts=hosts,
-            pids=sorted({p.pid for p in procs if p.pid is not None}),
+            pids=pids,
             confidence=0.7 if wire else 0.5,
             next_steps=(
                 f"Compare `env | grep ^{name}` and /etc/nccl.conf on {', '.join(hosts[:4])}"
@@ -245,7 +245,7 @@ class NcclEnvMismatch(Rule):
         )
 
 
-def _where(keys: list[tuple[str | None, int | None]]) -> str:
+def _where(keys: list[Stream]) -> str:
     hosts = sorted({host or "?" for host, _ in keys})
     procs = f"{len(keys)} process{'' if len(keys) == 1 else 'es'}"
     if len(hosts) <= 3:
@@ -253,6 +253,6 @@ def _where(keys: list[tuple[str | None, int | None]]) -> str:
     return f"{len(hosts)} hosts ({procs})"
 
 
-def _key_order(item: tuple[tuple[str | None, int | None], object]) -> tuple[str, int]:
+def _key_order(item: tuple[Stream, object]) -> tuple[str, int]:
     (host, pid), _ = item
     return (host or "", pid if pid is not None else -1)
