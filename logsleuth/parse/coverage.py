@@ -22,7 +22,7 @@ from logsleuth.errors import InputError
 from logsleuth.model.nccl import NcclUnrecognized, NcclVersionRange
 from logsleuth.parse.clean import clean, strip_prefixes
 from logsleuth.parse.discover import InputSource, discover
-from logsleuth.parse.dispatch import _decoded_lines, read_input
+from logsleuth.parse.dispatch import decoded_lines, read_input
 from logsleuth.parse.nccl import line_shape, nccl_message
 
 _NCCL_MODULE = NcclUnrecognized.__module__
@@ -80,7 +80,7 @@ def _missed_lines(source: InputSource, numbers: Sequence[int]) -> list[tuple[int
     found: list[tuple[int, str, str]] = []
     if not wanted:
         return found
-    for number, raw in enumerate(_decoded_lines(source), 1):
+    for number, raw in enumerate(decoded_lines(source), 1):
         if number in wanted:
             cleaned = clean(raw)
             found.append((number, cleaned, strip_prefixes(cleaned)[0]))

@@ -72,7 +72,8 @@ def _decoded_chunks(source: InputSource) -> Iterator[str]:
             yield pending
 
 
-def _decoded_lines(source: InputSource) -> Iterator[str]:
+def decoded_lines(source: InputSource) -> Iterator[str]:
+    """Yield the decoded physical lines of ``source``, without their ``\\n``."""
     for chunk in _decoded_chunks(source):
         lines = chunk.split("\n")
         if lines[-1] == "":
