@@ -99,6 +99,14 @@ class Rule(ABC):
         )
 
 
+def message_text(event: Event) -> str:
+    """Return what an error event says: its reason, detail, message and exception text."""
+    return " ".join(
+        str(getattr(event, name, "") or "")
+        for name in ("reason", "detail", "message", "exc_message")
+    )
+
+
 def culprits(
     index: EvidenceIndex, streams: Iterable[Stream]
 ) -> tuple[list[int], list[str], list[int]]:

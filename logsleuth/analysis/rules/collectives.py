@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from logsleuth.analysis.correlate import own_deaths, pg_links
 from logsleuth.analysis.index import CommState, EvidenceIndex, OpRecord, Stream
-from logsleuth.analysis.rules.base import Rule, culprits, describe, evidence_of
+from logsleuth.analysis.rules.base import Rule, culprits, describe, evidence_of, message_text
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.ranks import format_ranks
@@ -573,19 +573,12 @@ class TransportSizeCheck(Rule):
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         hits: list[Event] = []
         for event in (*index.torch, *index.warns):
-            text = " ".join(
-                str(getattr(event, name, "") or "")
-                for name in ("reason", "detail", "message", "exc_message")
-            )
-            if _SIZE_CHECK.search(text):
+            if _SIZE_CHECK.search(message_text(event)):
                 hits.append(event)
         if not hits:
             return
         first = hits[0]
-        text = " ".join(
-            str(getattr(first, n, "") or "") for n in ("reason", "message", "exc_message")
-        )
-        sizes = _BYTES.search(text)
+        sizes = _BYTES.search(message_text(first))
         got = expected = None
         if sizes:
             got, expected = (

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from math import prod
 
 from logsleuth.analysis.index import EvidenceIndex
-from logsleuth.analysis.rules.base import Rule
+from logsleuth.analysis.rules.base import Rule, message_text
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Evidence, Finding
 from logsleuth.model.flight import FlightRecorderDump, FrEntry
@@ -26,13 +26,6 @@ class _Position:
     pg: str
     seq: int
     entries: dict[int, FrEntry]
-
-
-def _text(event: Event) -> str:
-    return " ".join(
-        str(getattr(event, name, "") or "")
-        for name in ("reason", "detail", "message", "exc_message")
-    )
 
 
 def _numel(entry: FrEntry) -> int:
@@ -97,7 +90,7 @@ class GlooSizeSender(Rule):
     kind = "collective-mismatch"
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
-        hit = next(((e, m) for e in index.torch if (m := _PREAMBLE.search(_text(e)))), None)
+        hit = next(((e, m) for e in index.torch if (m := _PREAMBLE.search(message_text(e)))), None)
         aborted = [f for f in index.failures if f.rank is not None and f.signal == "SIGABRT"]
         if hit is None or len({f.rank for f in aborted}) != 1:
             return
