@@ -53,14 +53,20 @@ def _majority(groups: dict[object, list[int]]) -> tuple[list[int], list[int], bo
     return ordered[0], [r for g in ordered[1:] for r in g], tie
 
 
-def match_dumps(dumps: Sequence[FlightRecorderDump]) -> list[FrIssue]:
-    """Return the first disagreement of every process group across the ranks' dumps."""
+GroupKey = tuple[str, frozenset[int]]
+"""A process group: its name and its members (empty when the dumps do not say)."""
+
+
+def entries_by_group(
+    dumps: Sequence[FlightRecorderDump],
+) -> dict[GroupKey, dict[int, dict[int, FrEntry]]]:
+    """Return group -> rank -> collective sequence id -> entry, P2P entries left out.
+
+    A group is its name *and* its members: split groups reuse names ("1" on ranks 0-3 and
+    "1" on ranks 4-7 are two groups), so entries are only compared within one.
+    """
     by_rank = {d.rank: d for d in dumps if d.rank is not None}
-    # A group is its name *and* its members: split groups reuse names ("1" on ranks 0-3
-    # and "1" on ranks 4-7 are two groups), so entries are only compared within one.
-    per_pg: dict[tuple[str, frozenset[int]], dict[int, dict[int, FrEntry]]] = defaultdict(
-        lambda: defaultdict(dict)
-    )
+    per_pg: dict[GroupKey, dict[int, dict[int, FrEntry]]] = defaultdict(lambda: defaultdict(dict))
     for rank, dump in sorted(by_rank.items()):
         own = {group.name: frozenset(group.ranks) for group in dump.groups}
         if "" in own and "0" not in own:
@@ -72,6 +78,13 @@ def match_dumps(dumps: Sequence[FlightRecorderDump]) -> list[FrIssue]:
             if members is None and len(own) == 1:
                 members = next(iter(own.values()))
             per_pg[(entry.pg_name, members or frozenset())][rank][entry.collective_seq_id] = entry
+    return per_pg
+
+
+def match_dumps(dumps: Sequence[FlightRecorderDump]) -> list[FrIssue]:
+    """Return the first disagreement of every process group across the ranks' dumps."""
+    by_rank = {d.rank: d for d in dumps if d.rank is not None}
+    per_pg = entries_by_group(dumps)
     issues: list[FrIssue] = []
     for key in sorted(per_pg, key=lambda k: (k[0], sorted(k[1]))):
         pg, members = key

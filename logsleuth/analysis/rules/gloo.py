@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from math import prod
 
+from logsleuth.analysis.flight import entries_by_group
 from logsleuth.analysis.index import EvidenceIndex
 from logsleuth.analysis.rules.base import Rule, message_text
 from logsleuth.model.base import Event
@@ -33,19 +34,21 @@ def _numel(entry: FrEntry) -> int:
 
 
 def _positions(dumps: Sequence[FlightRecorderDump]) -> list[_Position]:
-    """Return the collectives every dump holds, oldest first, grouped by process group."""
-    held: dict[str, dict[int, dict[int, FrEntry]]] = defaultdict(lambda: defaultdict(dict))
-    for dump in dumps:
-        assert dump.rank is not None
-        for entry in dump.entries:
-            if not entry.is_p2p and entry.collective_seq_id > 0:
-                held[entry.pg_name][entry.collective_seq_id][dump.rank] = entry
-    return [
-        _Position(pg, seq, by_rank)
-        for pg in sorted(held)
-        for seq, by_rank in sorted(held[pg].items())
-        if len(by_rank) == len(dumps)
-    ]
+    """Return the collectives every dumped member holds, oldest first, per process group."""
+    positions: list[_Position] = []
+    groups = entries_by_group(dumps)
+    for pg, members in sorted(groups, key=lambda k: (k[0], sorted(k[1]))):
+        ranks = groups[(pg, members)]
+        expected = [
+            d.rank for d in dumps if d.rank is not None and (not members or d.rank in members)
+        ]
+        if len(expected) < 2:
+            continue
+        common = set.intersection(*(set(ranks.get(r, {})) for r in expected))
+        positions += [
+            _Position(pg, seq, {r: ranks[r][seq] for r in expected}) for seq in sorted(common)
+        ]
+    return positions
 
 
 def _in_flight(positions: Sequence[_Position]) -> _Position | None:
