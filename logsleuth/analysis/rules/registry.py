@@ -18,6 +18,7 @@ from logsleuth.analysis.rules.inconclusive import Inconclusive
 from logsleuth.analysis.rules.init import InitNeverReached
 from logsleuth.analysis.rules.network import BootstrapFailure, IbCompletionError, RemoteClosed
 from logsleuth.analysis.rules.process import LeftEarly, ProcessDied
+from logsleuth.analysis.rules.ras import RasMissingProcess
 from logsleuth.analysis.rules.stacks import CollectiveDivergence, InitStall, NonCollectiveStall
 from logsleuth.analysis.rules.topology import TOPOLOGY_RULES
 from logsleuth.analysis.rules.watchdog import WatchdogStuck
@@ -40,6 +41,7 @@ RULES: tuple[type[Rule], ...] = tuple(
             IbCompletionError,
             RemoteClosed,
             ProcessDied,
+            RasMissingProcess,
             LeftEarly,
             DuplicateGpu,
             ShmExhausted,
