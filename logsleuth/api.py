@@ -34,6 +34,7 @@ def analyze(paths: Sequence[str], stdin: BinaryIO | None = None) -> Analysis:
     events: list[Event] = []
     summaries: list[InputSummary] = []
     usable = 0
+    silent: list[Problem] = []
     # The index keeps the last KEEP_OPS collectives per process and communicator, so the
     # parser may skip building events for the COLL lines in between.
     results = read_inputs(sources, keep_ops=KEEP_OPS)
@@ -58,10 +59,12 @@ def analyze(paths: Sequence[str], stdin: BinaryIO | None = None) -> Analysis:
         if result.summary.recognized:
             usable += 1
         else:
-            problems.append(
+            # Not an error while other inputs are usable: the data gaps list it.
+            silent.append(
                 Problem(source.name, "no line was recognized as a log or stack dump line")
             )
     if not usable:
+        problems.extend(silent)
         if len(problems) == 1:
             raise InputError(problems[0].name, problems[0].reason)
         if not problems:

@@ -60,3 +60,23 @@ class Golden:
 def golden(request: pytest.FixtureRequest) -> Golden:
     """Return the golden-file helper, in update mode under ``--update-golden``."""
     return Golden(root=GOLDEN_ROOT, update=bool(request.config.getoption("--update-golden")))
+
+
+_FIGURES: list[tuple[str, str]] = []
+
+
+@pytest.fixture(scope="session")
+def figures() -> list[tuple[str, str]]:
+    """Collect (title, text) figures that the run prints in its closing summary.
+
+    Acceptance figures (corpus score, line coverage, catalog recognition rates) are shown
+    on every ``make test``, not only when a test fails.
+    """
+    return _FIGURES
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print the collected figures after the test results."""
+    for title, text in _FIGURES:
+        terminalreporter.section(title)
+        terminalreporter.write_line(text)

@@ -14,8 +14,9 @@ a single line, so they are only stripped when most of a file carries them
 
 from __future__ import annotations
 
+import html
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from itertools import pairwise
@@ -32,6 +33,8 @@ _ISO = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(?:Z|[+-]\d\d:?\d\
 _BRACKET_TIME = re.compile(r"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[.,](\d+))?\]\s")
 # "aws logs tail" writes "<ISO time> <log stream> <message>"; stream names hold a '/'.
 _CLOUDWATCH_STREAM = re.compile(r"[\w.\-]+(?:/[\w.\-\[\]$]+)+\s")
+# Kubernetes CRI log files: "<ISO time> stdout|stderr F|P <message>".
+_CRI_STREAM = re.compile(r"(?:stdout|stderr) [FP] ")
 _KUBECTL = re.compile(r"\[pod/([^\s/\]]+)/[^\s\]]+\]\s")
 _QUOTE = re.compile(r"(?:> ?)+")
 # A pasted markdown fence: the whole line (```text) is an artefact, a glued one (```host:..) not.
@@ -50,8 +53,14 @@ NUMBERING_SCHEMES: dict[str, re.Pattern[str]] = {
 """Prefixes that are only trusted when a whole file carries them."""
 
 
+_ENTITY = re.compile(r"&(?:lt|gt|amp|quot|apos|nbsp|#\d{1,6}|#x[0-9a-fA-F]{1,6});")
+
+
 def clean(raw: str) -> str:
-    """Remove CR, NUL, other C0 controls and ANSI escapes from one decoded line."""
+    """Remove CR, NUL, other C0 controls and ANSI escapes from one decoded line.
+
+    HTML entities of a page copied as source (``&lt;``, ``&quot;``, ``&#39;``) are undone.
+    """
     if "\x1b" in raw:
         raw = _ANSI.sub("", raw)
     raw = raw.rstrip("\r\n")
@@ -60,7 +69,84 @@ def clean(raw: str) -> str:
         raw = raw.rsplit("\r", 1)[-1] if raw.rsplit("\r", 1)[-1].strip() else raw.replace("\r", "")
     if "\x00" in raw:
         raw = raw.replace("\x00", "")
+    if "&" in raw and _ENTITY.search(raw):
+        raw = html.unescape(raw).replace("\xa0", " ")
     return raw
+
+
+_WRAP_MIN, _WRAP_MAX = 60, 512
+_FRAME_CHARS = "|\u2502\u2503\u2551\u256e\u256f\u2510\u2518+*#"
+
+
+def detect_wrap(sample: Sequence[str]) -> int | None:
+    """Return the width a terminal hard-wrapped ``sample`` (cleaned lines) at, or None.
+
+    A terminal (or a ticket's fixed-width box) cuts a long line into pieces of exactly its
+    width, and the piece after a cut starts anywhere in a sentence. So: several lines of
+    exactly the longest length, and the lines after them do not begin like them (the
+    longest lines of a normal log, COLL lines of one shape, are followed by more of the same).
+    """
+    lengths = [len(line) for line in sample]
+    if not lengths:
+        return None
+    width = max(lengths)
+    if not _WRAP_MIN <= width <= _WRAP_MAX:
+        return None
+    cut = [i for i, n in enumerate(lengths) if n == width and i + 1 < len(sample)]
+    if len(cut) < 2:
+        return None
+    # A box (a rich traceback, a table) has lines of one width too, but they end in its frame.
+    if sum(1 for i in cut if sample[i][-1:] in _FRAME_CHARS) * 2 > len(cut):
+        return None
+    near = sum(1 for n in lengths if width - 10 <= n <= width)
+    if len(cut) * 10 < near * 3:
+        return None
+    fresh = sum(
+        1
+        for i in cut
+        if sample[i + 1].strip()
+        and _start_shape(sample[i + 1]) != _start_shape(sample[i])
+        and not begins_line(sample[i + 1])
+    )
+    return width if fresh * 3 >= len(cut) * 2 else None
+
+
+def _start_shape(line: str) -> str:
+    """The first characters of a line with digits folded (line numbers and times differ)."""
+    return re.sub(r"\d+", "0", line[:16])
+
+
+# Where a known line begins behind an unknown prefix (a foreign timestamp, a progress bar
+# glued before it, a viewer's columns): the shapes family readers start with.
+_LINE_START = re.compile(
+    r"(?<![\w.\-])[^\s:\[\]]+:\d+:\d+ (?:\[-?\d+\] |NCCL )"  # NCCL host:pid:tid
+    r"|\[(?:rank|default)\d+\]:"  # torchrun / torch excepthook
+    r"|\[\d+,\d+\]<std(?:out|err|diag)>:"  # Open MPI
+    r"|\[[EWIFC]\d{4} \d\d:\d\d:\d\d|\[[EWIF] [\w.]+:\d+\] "  # c10 logging
+    r"|(?<![\w.])[EWIF]\d{4} \d\d:\d\d:\d\d\.\d+ "  # glog
+    r"|Traceback \(most recent call last\)"
+    r"|\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d"
+    r"|(?<!\d)\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"
+    r"|\bThread 0x[0-9a-fA-F]+ \(|\bProcess \d+: "  # py-spy, faulthandler
+    r"|#\d+ +0x[0-9a-fA-F]+ in "  # gdb frame
+    r"|(?<= \| )(?=\S)"  # after a column separator of some collector's table
+)
+
+
+def begins_line(text: str) -> bool:
+    """Return True when ``text`` begins like a line of its own (a known prefix or start)."""
+    stripped, _ = strip_prefixes(text)
+    # Quote markers and backticks are pasting artefacts, not a writer's prefix.
+    prefix = text[: len(text) - len(stripped)] if text.endswith(stripped) else text
+    if prefix.strip(" >`~"):
+        return True
+    return next(line_starts(" " + text), -1) == 1
+
+
+def line_starts(text: str) -> Iterator[int]:
+    """Yield the offsets after 0 in ``text`` where a known line shape begins."""
+    for found in _LINE_START.finditer(text, 1):
+        yield found.start()
 
 
 def detect_numbering(sample: Sequence[str]) -> str | None:
@@ -148,7 +234,7 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
             if m := _ISO.match(text):
                 hint = replace(hint, time=_epoch(m.group(1)))
                 text = text[m.end() :]
-                if m := _CLOUDWATCH_STREAM.match(text):
+                if m := _CLOUDWATCH_STREAM.match(text) or _CRI_STREAM.match(text):
                     text = text[m.end() :]
         elif text.startswith(">") and (m := _QUOTE.match(text)):
             text = text[m.end() :]
@@ -157,6 +243,11 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
                 return "", hint
             if m := _FENCE.match(text):
                 text = text[m.end() :]
+            elif text.startswith("`"):
+                # An inline-code span around a pasted line: drop both backticks.
+                text = text[1:]
+                if text.rstrip().endswith("`"):
+                    text = text.rstrip()[:-1]
         if text == before:
             break
     if "[repeated" in text:

@@ -12,17 +12,26 @@ import itertools
 import json
 import multiprocessing
 import os
+import re
 import zlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from logsleuth.errors import InputError
-from logsleuth.model.base import Event, InputSummary, SourceRef
+from logsleuth.model.base import Event, InputSummary, Origin, SourceRef
 from logsleuth.model.bundle import BundleManifest, RankEntry
 from logsleuth.parse.base import Line, Reader, Sink
-from logsleuth.parse.clean import clean, detect_numbering, strip_prefixes
+from logsleuth.parse.catalog import load_catalog
+from logsleuth.parse.clean import (
+    begins_line,
+    clean,
+    detect_numbering,
+    detect_wrap,
+    line_starts,
+    strip_prefixes,
+)
 from logsleuth.parse.discover import InputSource, looks_binary, read_head
 from logsleuth.parse.flight_recorder import (
     load_fr_pickle,
@@ -31,6 +40,7 @@ from logsleuth.parse.flight_recorder import (
     parse_fr_dump,
 )
 from logsleuth.parse.gdb import GdbReader
+from logsleuth.parse.messages import MessageReader
 from logsleuth.parse.nccl import NcclReader, warm_up
 from logsleuth.parse.pyspy_json import looks_like_pyspy_json, parse_pyspy_json
 from logsleuth.parse.ras import looks_like_ras_json, parse_ras_json
@@ -38,7 +48,13 @@ from logsleuth.parse.stacks import StackReader
 from logsleuth.parse.torchlog import TorchReader
 
 _SAMPLE_LINES = 200
-_KIND_OF_READER = {"nccl": "nccl-log", "torch": "torch-log", "stacks": "stack-dump"}
+_KIND_OF_READER = {
+    "nccl": "nccl-log",
+    "torch": "torch-log",
+    "stacks": "stack-dump",
+    "gdb": "stack-dump",
+    "messages": "log",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,17 +227,53 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
         StackReader(source.name),
         GdbReader(source.name),
     ]
+    messages = MessageReader(source.name)
+    prefix_end = load_catalog().prefix_end
     sink = Sink()
     chunks = _decoded_chunks(source)
     first = next(chunks, "")
     sample = [clean(raw) for raw in first.split("\n", _SAMPLE_LINES)[:_SAMPLE_LINES]]
     numbering = detect_numbering(sample)
+    wrap = detect_wrap(sample)
     total = blank = 0
     unrecognized: list[tuple[int, str]] = []
     taken_by: Counter[str] = Counter()
     offered: set[int] = set()
+    # Physical lines a terminal wrapped at ``wrap`` columns are read as one; the lines
+    # after the first count with it.
+    joined: dict[int, list[int]] = {}
+    held: list[tuple[int, str]] = []
     # Readers change their busy state only when fed, so it is asked after each slow line only.
     busy = False
+
+    def offer(line: Line) -> str | None:
+        ordered = [r for r in readers if r.busy()] + [r for r in readers if not r.busy()]
+        for reader in ordered:
+            if reader.feed(line, sink):
+                return reader.name
+        return None
+
+    def relocate(line: Line, hint: Origin) -> str | None:
+        """Offer the line from each place a known line may begin behind an unknown prefix."""
+        text = line.text
+        after = prefix_end(text)
+        bases = [after, *line_starts(text)] if after else [*line_starts(text)]
+        tried: set[str] = {text}
+        for base in [0, *bases]:
+            rest, more = strip_prefixes(text[base:])
+            merged = _merge_hints(hint, more)
+            for _ in range(4):  # labels nest: "gpu-a01: RuntimeError: ..."
+                if rest not in tried:
+                    tried.add(rest)
+                    taker = offer(Line(line.no, rest, line.raw, merged))
+                    if taker is not None:
+                        return taker
+                label = _LABEL.match(rest)
+                if label is None:
+                    break
+                rest, more = strip_prefixes(rest[label.end() :])
+                merged = _merge_hints(merged, more)
+        return None
 
     def feed(number: int, cleaned: str) -> None:
         nonlocal blank, busy
@@ -233,25 +285,75 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
             return
         offered.add(number)
         line = Line(number, text, cleaned, hint)
-        ordered = [r for r in readers if r.busy()] + [r for r in readers if not r.busy()]
         try:
-            for reader in ordered:
-                if reader.feed(line, sink):
-                    taken_by[reader.name] += 1
-                    return
+            taker = None
+            # A launcher's rank tag starts a line: what stands before one is foreign (a
+            # timestamp, a progress bar, another tool's prefix glued to it).
+            tag = _LAUNCHER_TAG.search(text, 1)
+            if tag is not None:
+                rest, more = strip_prefixes(text[tag.start() :])
+                taker = offer(Line(number, rest, cleaned, _merge_hints(hint, more)))
+            if taker is None:
+                taker = offer(line)
             # Only a line no reader wants may be the tail of a torn NCCL line (spec 4.3).
-            if nccl.rejoin(line, sink):
-                taken_by[nccl.name] += 1
+            if taker is None and nccl.rejoin(line, sink):
+                taker = nccl.name
+            # A known line start behind an unknown prefix (a foreign timestamp, a progress
+            # bar, a log viewer's columns): read the line from there, the rest is its label.
+            if taker is None:
+                taker = relocate(line, hint)
+            if taker is None and messages.feed(line, sink):
+                taker = messages.name
+            # A prefix strip can be wrong (a path taken for a CloudWatch stream name): the
+            # line as it stands is looked at too.
+            if (
+                taker is None
+                and text != cleaned
+                and messages.feed(replace(line, text=cleaned), sink)
+            ):
+                taker = messages.name
+            if taker is not None:
+                taken_by[taker] += 1
                 return
             if len(unrecognized) < 5:
                 unrecognized.append((number, cleaned))
         finally:
             busy = any(r.busy() for r in readers)
 
+    def flush_held() -> None:
+        if not held:
+            return
+        first_no = held[0][0]
+        text = "".join(part for _, part in held)
+        if len(held) > 1:
+            joined[first_no] = [n for n, _ in held[1:]]
+        held.clear()
+        feed(first_no, text)
+
+    def take(number: int, cleaned: str) -> None:
+        if held and not continues(held[-1][1], cleaned):
+            flush_held()
+        held.append((number, cleaned))
+        if not wrapped(cleaned) or len(held) >= _MAX_WRAPPED:
+            flush_held()
+
+    def wrapped(text: str) -> bool:
+        # Hard wrap: a piece of exactly the terminal's width. Word wrap (rich, a ticket's
+        # box): the cut leaves the blank at the end of the piece.
+        if wrap is not None:
+            return len(text) == wrap
+        return len(text) >= _SOFT_WRAP_MIN and text.endswith(" ") and not is_nccl(text)
+
+    def continues(before: str, text: str) -> bool:
+        if wrap is not None:
+            return True
+        return text[:1].isalnum() and not begins_line(text)
+
     defer = nccl.defer
+    is_nccl = _NCCL_LINE.search
     # A run of COLL lines of the hot shape is taken in one regex match (NcclReader.take_run);
-    # a prefix scheme would change the text, so numbered files go line by line.
-    take_run = nccl.take_run if numbering is None else None
+    # a prefix scheme would change the text, so numbered or wrapped files go line by line.
+    take_run = nccl.take_run if numbering is None and wrap is None else None
     chunk = first
     for chunk in itertools.chain((first,), chunks):
         pos, end = 0, len(chunk)
@@ -266,10 +368,15 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
             if stop < 0:
                 stop = end
             total += 1
-            feed(total, clean(chunk[pos:stop]))
+            take(total, clean(chunk[pos:stop]))
             pos = stop + 1
+    flush_held()
     for reader in readers:
         reader.close(sink)
+    for first_no, rest in joined.items():
+        if first_no in sink.recognized:
+            sink.recognized.update(rest)
+        offered.update(rest)
     recognized = len(sink.recognized & offered) + nccl.deferred
     if nccl.deferred:
         taken_by["nccl"] += nccl.deferred
@@ -292,6 +399,32 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
     if audit:
         missed = tuple(sorted(offered - sink.recognized))
     return InputResult(tuple(events), summary, tuple(unrecognized), missed)
+
+
+_NCCL_LINE = re.compile(r"NCCL (?:INFO|WARN|TRACE|ABORT|CALL)|^\S+:\d+:\d+ ")
+
+
+_LAUNCHER_TAG = re.compile(r"\[(?:rank|default)\d+\]:|\[\d+,\d+\]<std(?:out|err|diag)>:")
+_LABEL = re.compile(r"(?:[A-Za-z][\w.\-]{0,62}:|\[?\d{1,9}\]?) (?=\S)")
+"""A host or tool label (pdsh ``gpu-a01: ``) or a line number on a line no reader took."""
+
+_MAX_WRAPPED = 64
+_SOFT_WRAP_MIN = 50
+"""A word-wrapped piece is at least this long (a terminal or a ticket box is wider)."""
+"""Physical lines joined into one at most (a wrapped message longer than this is cut)."""
+
+
+def _merge_hints(outer: Origin, inner: Origin) -> Origin:
+    """Combine what two layers of prefixes said; the outer (launcher) layer wins."""
+    return Origin(
+        host=outer.host or inner.host,
+        pid=outer.pid if outer.pid is not None else inner.pid,
+        tid=outer.tid if outer.tid is not None else inner.tid,
+        dev=outer.dev if outer.dev is not None else inner.dev,
+        rank=outer.rank if outer.rank is not None else inner.rank,
+        local_rank=outer.local_rank if outer.local_rank is not None else inner.local_rank,
+        time=outer.time if outer.time is not None else inner.time,
+    )
 
 
 _POOL_MIN_BYTES = 16 << 20

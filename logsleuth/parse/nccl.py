@@ -21,6 +21,7 @@ from lark import Lark, Token
 from lark.exceptions import LarkError, UnexpectedInput
 
 from logsleuth.model.base import NO_ORIGIN, Event, Origin, SourceRef
+from logsleuth.model.messages import LogMessage
 from logsleuth.model.nccl import (
     NcclChannelConnect,
     NcclCollective,
@@ -35,6 +36,7 @@ from logsleuth.model.nccl import (
     NcclWarn,
 )
 from logsleuth.parse.base import Line, Reader, Sink
+from logsleuth.parse.catalog import load_catalog
 from logsleuth.parse.fingerprint import (
     StreamRange,
     VersionTracker,
@@ -63,6 +65,23 @@ _HEAD_AT = re.compile(
     r"[^\s:\[\]]+:\d+:\d+ (?:\[-?\d+\] (?:NCCL INFO|\d+\.\d+ \S+:\d+ NCCL TRACE"
     r"|[^\s:()]+:\d+(?: \(\S*?\))? NCCL (?:WARN|ABORT))|NCCL CALL)(?: |$)"
 )
+# The level word of an NCCL line wherever it stands (spec 1.3; before 2.5 without "NCCL"):
+# the anchor of a line whose prefix is partial, redacted or foreign.
+_MARKER = re.compile(
+    r"\b(NCCL (?:INFO|WARN|TRACE|ABORT|CALL))\b"
+    r"|\[-?\d+\] (INFO|WARN)\b"
+    r"|\.(?:cc|cu|cpp|h|hpp|c):\d+ (WARN)\b"
+)
+# What is left of an NCCL prefix right before its level word: any of its fields may be
+# missing, and a pid or tid may be redacted (``XXXXXX``).
+_PARTIAL = re.compile(
+    r"(?:(?P<host>[^\s:\[\]]+):(?P<pid>\w+):(?P<tid>\w+) )?"
+    r"(?:\[(?P<dev>-?\d+)\] )?"
+    r"(?:(?P<ms>\d+\.\d+) (?P<func>\S+:\d+) )?"
+    r"(?:(?P<file>[^\s:()\[\]]+):(?P<line>\d+)(?: \((?P<fn>\S*?)\))? )?$"
+)
+_PARTIAL_SPAN = 240
+"""How far before the level word a partial prefix is looked for."""
 _STAMP_BEFORE = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\] $")
 _CUT_BYTES = (1022, 1023)
 """Up to 2.28.9 NCCL cut every line to 1023 bytes (a WARN shows 1022: its first byte is \\n)."""
@@ -156,9 +175,28 @@ def _build(text: str, parsed: Parsed, ref: SourceRef, raw: str, hint: Origin) ->
             **fields,
         )
     if message is None:
-        return NcclUnrecognized(ref=ref, text=raw, origin=origin, level=head.level, message=body)
+        unknown = NcclUnrecognized(ref=ref, text=raw, origin=origin, level=head.level, message=body)
+        return _catalog_message(unknown) or unknown
     event: Event = message.cls(ref=ref, text=raw, origin=origin, **message.fields)
     return event
+
+
+def _catalog_message(event: NcclUnrecognized) -> LogMessage | None:
+    """Type an NCCL message the grammar has no rule for by the format catalog, or None."""
+    match = load_catalog().match(event.message)
+    if match is None:
+        return None
+    return LogMessage(
+        ref=event.ref,
+        text=event.text,
+        origin=event.origin,
+        family="nccl",
+        level=event.level,
+        catalog=match.entry.id,
+        message=event.message,
+        fields=tuple((f"arg{i}", v.strip()) for i, v in enumerate(match.fields) if v.strip()),
+        rank=event.origin.rank,
+    )
 
 
 @cache
@@ -513,6 +551,14 @@ class NcclReader(Reader):
         if text.count("NCCL ") > 1:
             text = self._split_torn(line, sink)
         parsed = _parse(text) if _maybe_nccl(text) else None
+        if parsed is None and _MARKER.search(text) is not None:
+            events = self._partial(text, line)
+            if events:
+                if self._open is not None:
+                    self.close_warn(sink)
+                for event in events:
+                    sink.emit(event)
+                return True
         pending = self._open
         if pending is not None:
             if parsed is None:
@@ -534,6 +580,69 @@ class NcclReader(Reader):
         else:
             sink.emit(event)
         return True
+
+    def _partial(self, text: str, line: Line) -> list[Event]:
+        """Read the NCCL messages of a line whose prefixes are partial or foreign.
+
+        ``NCCL WARN msg`` pasted alone, ``[7] NCCL INFO msg``, a redacted pid, the pre-2.5
+        ``file:line WARN`` form, a foreign prefix before ``host:pid:tid``, several messages
+        run together on one line: each level word is an anchor; what precedes it is read
+        for the prefix's fields as far as they are there, a missing field stays missing.
+        """
+        starts: list[tuple[int, str, int]] = []
+        for marker in _MARKER.finditer(text):
+            group = next(g for g in (1, 2, 3) if marker.group(g))
+            at, word = marker.start(group), marker.group(group)
+            begin = max(0, at - _PARTIAL_SPAN)
+            if starts:
+                begin = max(begin, starts[-1][2])
+            found = _PARTIAL.search(text, begin, at)
+            starts.append((found.start() if found else at, word, marker.end()))
+        events: list[Event] = []
+        for i, (start, word, _) in enumerate(starts):
+            end = starts[i + 1][0] if i + 1 < len(starts) else len(text)
+            event = self._partial_one(text[start:end].rstrip(), word, line)
+            if event is not None and event.RECOGNIZED:
+                events.append(event)
+        return events
+
+    def _partial_one(self, piece: str, level_word: str, line: Line) -> Event | None:
+        level = level_word.split()[-1]
+        head, sep, body = piece.partition(level_word)
+        if not sep:
+            return None
+        found = _PARTIAL.search(head + " " if head and not head.endswith(" ") else head)
+        fields = found.groupdict() if found else {}
+        host = fields.get("host")
+        pid = fields.get("pid")
+        tid = fields.get("tid")
+        dev = fields.get("dev")
+        canon = f"{host or '_'}:{pid if pid and pid.isdigit() else 0}:"
+        canon += f"{tid if tid and tid.isdigit() else 0}"
+        if level != "CALL":
+            canon += f" [{dev or 0}]"
+        if level == "TRACE":
+            canon += f" {fields.get('ms') or '0.0'} {fields.get('func') or '_:0'}"
+        if level in ("WARN", "ABORT"):
+            canon += f" {fields.get('file') or '_'}:{fields.get('line') or 0}"
+            if fields.get("fn") is not None:
+                canon += f" ({fields['fn']})"
+        canon += f" NCCL {level}{body}"
+        parsed = _parse(canon)
+        if parsed is None or parsed[1] is None:
+            return None
+        ref = SourceRef(self.source, line.no)
+        event = _build(canon, parsed, ref, line.raw, line.hint)
+        if isinstance(event, NcclUnrecognized):
+            event = _catalog_message(event) or event
+        origin = replace(
+            event.origin,
+            host=host if host else line.hint.host,
+            pid=int(pid) if pid and pid.isdigit() else line.hint.pid,
+            tid=int(tid) if tid and tid.isdigit() else None,
+            dev=int(dev) if dev is not None else None,
+        )
+        return replace(event, origin=origin)
 
     def _event(self, text: str, parsed: Parsed, number: int, raw: str, hint: Origin) -> Event:
         """Build the event of a parsed line; undo a 1023-byte cut; note release features."""

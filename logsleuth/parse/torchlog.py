@@ -8,21 +8,26 @@ event each.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from logsleuth.model.base import Event, SourceRef
+from logsleuth.model.messages import LogMessage
 from logsleuth.model.torch import (
     ChildFailure,
     DebugDump,
     LauncherEvent,
     PythonTraceback,
     PythonWarning,
+    TorchUnrecognized,
     TorchVersion,
     WatchdogError,
 )
 from logsleuth.parse.base import Line, Reader, Sink
+from logsleuth.parse.catalog import load_catalog
+from logsleuth.parse.clean import line_starts
 from logsleuth.parse.torchshapes import (
     Payload,
     Prefix,
@@ -160,6 +165,8 @@ class TorchReader(Reader):
         if shape is None:
             return False
         if shape.kind == "record" and shape.payload is not None:
+            if not shape.payload.known and _wraps_a_line(shape.payload):
+                return False  # a foreign prefix around a line of its own: read that line
             self._start_record(line, shape.prefix, shape.payload)
         elif shape.kind == "traceback-head":
             self._tracebacks[line.hint.rank] = _Traceback(line, [line.no])
@@ -459,6 +466,8 @@ class TorchReader(Reader):
     def _flush(self, sink: Sink) -> None:
         # Stable sort: events of one block keep their order (a header before its entries).
         for event, lines in sorted(self._out, key=lambda item: item[0].ref.line):
+            if isinstance(event, TorchUnrecognized):
+                event = _catalog_message(event) or event
             sink.emit(event, lines)
         self._out.clear()
 
@@ -487,3 +496,38 @@ class TorchReader(Reader):
         values.update(extra)
         make = cast(Callable[..., Event], payload.cls)
         return make(**self._where(line, prefix, payload.rank), **values)
+
+
+def _catalog_message(event: TorchUnrecognized) -> LogMessage | None:
+    """Type a torch-prefixed message the grammar has no rule for by the catalogs, or None."""
+    match = load_catalog().match(event.message)
+    if match is None:
+        return None
+    label = event.message[: match.start].strip()
+    rank = event.origin.rank
+    if rank is None and (tag := _RANK_TAG.search(label)) is not None:
+        rank = int(tag.group(1))
+    return LogMessage(
+        ref=event.ref,
+        text=event.text,
+        origin=event.origin,
+        family=match.entry.family,
+        level=match.entry.level,
+        catalog=match.entry.id,
+        message=event.message[match.start :].strip(),
+        label=label,
+        fields=tuple((f"arg{i}", v.strip()) for i, v in enumerate(match.fields) if v.strip()),
+        rank=rank,
+    )
+
+
+_RANK_TAG = re.compile(r"\[Rank (\d{1,6})\]")
+
+
+def _wraps_a_line(payload: Payload) -> bool:
+    """Return True when an unknown message is itself a line (``[E ...]``, a summary rule)."""
+    message = str(payload.fields.get("message", "")).strip()
+    if next(line_starts(" " + message), -1) == 1:
+        return True
+    inner = parse_torch_record(message)
+    return inner is not None and (inner.payload is None or inner.payload.known)

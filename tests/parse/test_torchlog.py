@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from lark import Lark
 
 from logsleuth.model.base import Event
+from logsleuth.model.messages import LogMessage
 from logsleuth.model.torch import (
     ChildFailure,
     CollectiveFingerprint,
@@ -551,10 +552,21 @@ def test_known_keyword_with_a_broken_rest_is_still_a_torch_line() -> None:
         "[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught "
         "collective operation timeout: WorkNCCL(garbage"
     )
+    [cut] = read_lines([line]).events
+    # The grammar cannot read the cut WorkNCCL(...), but the catalog knows the message.
+    assert isinstance(cut, LogMessage)
+    assert cut.family == "torch" and cut.catalog is not None
+    assert cut.message.startswith("Watchdog caught collective operation timeout")
+    assert cut.message.endswith("WorkNCCL(garbage")
+    assert cut.rank == 0 and cut.label == "[Rank 0]"
+    assert cut.origin.time == pytest.approx(epoch_1970(3, 21, "02:07:08.408271257"))
+
+
+def test_a_torch_line_of_a_message_no_catalog_knows_stays_unrecognized() -> None:
+    line = "[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] Frobnicated the quux"
     [unknown] = read_lines([line]).events
     assert isinstance(unknown, TorchUnrecognized)
-    assert unknown.message.endswith("WorkNCCL(garbage")
-    assert unknown.origin.time == pytest.approx(epoch_1970(3, 21, "02:07:08.408271257"))
+    assert not unknown.RECOGNIZED
 
 
 # ---------------------------------------------------------------- accounting

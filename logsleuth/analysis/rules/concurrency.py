@@ -11,6 +11,7 @@ from logsleuth.analysis.index import CommState, EvidenceIndex, OpRecord, Stream
 from logsleuth.analysis.rules.base import Rule, culprits, describe
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
+from logsleuth.model.messages import LogMessage
 from logsleuth.model.ranks import format_ranks
 from logsleuth.model.torch import TorchUnrecognized
 
@@ -48,8 +49,12 @@ class UnwaitedCollective(Rule):
     kind = "concurrent-use"
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
-        hits: list[tuple[TorchUnrecognized, int]] = []
-        for event in index.all_of(TorchUnrecognized):
+        hits: list[tuple[TorchUnrecognized | LogMessage, int]] = []
+        events: list[TorchUnrecognized | LogMessage] = [
+            *index.all_of(TorchUnrecognized),
+            *index.all_of(LogMessage),
+        ]
+        for event in events:
             if match := _UNWAITED.search(event.message):
                 hits.append((event, int(match.group(1))))
         if not hits:

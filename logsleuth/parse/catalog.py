@@ -1,0 +1,340 @@
+"""Recognize known messages by their text, wherever they stand in a line.
+
+The messages come from data, not from examples: every format string of
+``grammars/catalogs/nccl-log-formats.tsv`` (NCCL 2.3-2.30), of
+``grammars/catalogs/torch-distributed-messages.tsv`` (PyTorch c10d, ProcessGroupNCCL, gloo,
+TCPStore, elastic/torchrun, flight recorder, DeepSpeed, XLA) and of
+``grammars/catalogs/extra-messages.tsv`` (launchers and frameworks the two catalogs do not
+cover: Horovod, NVSHMEM, nccl-tests, JAX/XLA, Lightning, Ray, ...).
+
+A format string becomes a regular expression: its literal text (blank runs match any blank
+run) with a lazy group for every ``printf`` conversion, ``{}``/``{name}`` field and
+``{MACRO}``. To stay fast with thousands of formats, each one is indexed by its rarest
+word; a line is only checked against the formats whose rarest word it contains. A format
+that cannot match whole (the line was cut, or wrapped) still matches by its longest
+literal piece when that piece is long enough to be unmistakable.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+
+from logsleuth.resources import grammar_path
+
+CATALOG_FILES = (
+    ("nccl", "catalogs/nccl-log-formats.tsv"),
+    ("torch", "catalogs/torch-distributed-messages.tsv"),
+    ("extra", "catalogs/extra-messages.tsv"),
+)
+
+# printf conversions (NCCL) and Python %-formats; {}, {name}, {expr:spec} (fmt, f-strings);
+# {MACRO} spliced into NCCL literals.
+_PLACEHOLDER = re.compile(
+    r"%(?:\([A-Za-z_]\w*\))?[-+ #0]*(?:\*|\d+)?(?:\.(?:\*|\d+))?(?:hh|h|ll|l|L|z|j|t|q)?"
+    r"[diouxXeEfFgGcspmn]"
+    r"|\{[^{}\n]{0,80}\}"
+)
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{3,}")
+_BLANKS = re.compile(r"\s+")
+
+MIN_LITERAL = 10
+"""A format with less literal text than this is too generic to recognize a line by."""
+MIN_ANCHOR = 20
+"""A literal piece this long recognizes a cut or wrapped line on its own."""
+
+_TORCH_FAMILY = {
+    "gloo": "gloo",
+    "elastic": "elastic",
+    "deepspeed": "deepspeed",
+    "xla": "xla",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogEntry:
+    """One known message.
+
+    Attributes:
+        id: ``nccl:<row>``, ``torch:<row>`` or ``extra:<row>`` (1-based data row).
+        family: Who prints it (``nccl``, ``torch``, ``gloo``, ``elastic``, ``deepspeed``,
+            ``xla``, ``horovod``, ``nvshmem``, ``nccl-tests``, ...).
+        level: The level the catalog gives (``WARN``, ``INFO``, ``ERROR``, ``CHECK``, ...).
+        fmt: The format string's first line, as written.
+        literal: How many literal characters the format has (its specificity).
+        anchor: Its longest literal piece (blank runs folded to one blank).
+        head: The start of its first literal piece, up to a word end near
+            :data:`HEAD_SPAN` characters (a message reworded or cut later still starts
+            the same); empty when too short to be unmistakable.
+    """
+
+    id: str
+    family: str
+    level: str
+    fmt: str
+    literal: int
+    anchor: str
+    head: str = ""
+
+
+PREFIX = "PREFIX"
+"""The level of an entry that is the shape of a line prefix, not a message."""
+_PREFIX_DEPTH = 3
+HEAD_SPAN = 48
+"""How much of a message's start identifies it when the rest differs."""
+
+
+def _head(first: str) -> str:
+    if len(first) < MIN_ANCHOR:
+        return ""
+    if len(first) <= HEAD_SPAN:
+        return first
+    cut = first.rfind(" ", MIN_ANCHOR, HEAD_SPAN)
+    return first[: cut if cut > 0 else HEAD_SPAN]
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogMatch:
+    """Where and how a line matched a catalog entry."""
+
+    entry: CatalogEntry
+    start: int
+    """Offset in the line where the message begins (what precedes it is a prefix)."""
+    fields: tuple[str, ...]
+    """The values of the format's placeholders, when the whole format matched."""
+    whole: bool
+    """The whole format matched (False: only its anchor, in a cut or wrapped line)."""
+    end: int = 0
+    """Offset in the line where the matched text ends."""
+
+
+def _unescape(fmt: str) -> list[str]:
+    """Undo the C escapes the NCCL catalog keeps as written; return the format's lines.
+
+    A multi-line format (NCCL's WARNs that continue on further lines) prints each of its
+    lines as a physical line of its own, so each is a message to recognize.
+    """
+    fmt = fmt.replace('\\"', '"').replace("\\t", " ").replace("\\\\", "\\")
+    return [piece.strip() for piece in fmt.split("\\n") if piece.strip()]
+
+
+def _pieces(fmt: str) -> list[str]:
+    return [_BLANKS.sub(" ", p) for p in _PLACEHOLDER.split(fmt)]
+
+
+def _family(kind: str, row: dict[str, str]) -> str:
+    if kind == "nccl":
+        return "nccl"
+    if kind == "extra":
+        return row.get("family", "") or "other"
+    component = row.get("component", "")
+    return _TORCH_FAMILY.get(component, "torch")
+
+
+def _rows(kind: str, text: str) -> Iterator[tuple[int, dict[str, str]]]:
+    lines = [line for line in text.splitlines() if not line.startswith("#")]
+    reader = csv.DictReader(lines, delimiter="\t", quoting=csv.QUOTE_NONE)
+    for number, row in enumerate(reader, start=1):
+        yield number, {k: (v or "") for k, v in row.items() if k is not None}
+
+
+def _format_of(kind: str, row: dict[str, str]) -> str:
+    if kind == "nccl":
+        return row.get("format string", row.get("format", ""))
+    return row.get("format", "")
+
+
+@dataclass(slots=True)
+class _Compiled:
+    entry: CatalogEntry
+    words: frozenset[str]
+    source: str
+    regex: re.Pattern[str] | None = None
+
+    def pattern(self) -> re.Pattern[str]:
+        if self.regex is None and self.source.startswith("re:"):
+            body = self.source[3:]
+            if body.startswith("^") and self.entry.level != PREFIX:
+                # A line's own start, or where an unknown prefix ends: after a blank.
+                body = r"(?<!\S)" + body[1:]
+            self.regex = re.compile(body)
+        if self.regex is None:
+            parts: list[str] = []
+            for i, piece in enumerate(_pieces(self.source)):
+                if i:
+                    parts.append("(.*?)")
+                parts.append(r"\s+".join(re.escape(w) for w in piece.split(" ")))
+            # A trailing placeholder takes the rest of the line.
+            body = "".join(parts)
+            if body.endswith("(.*?)"):
+                body = body[: -len("(.*?)")] + "(.*)"
+            self.regex = re.compile(body)
+        return self.regex
+
+
+class Catalog:
+    """All known messages, indexed for :meth:`match`."""
+
+    def __init__(self, entries: list[tuple[CatalogEntry, str]]) -> None:
+        self.entries: tuple[CatalogEntry, ...] = tuple(e for e, _ in entries)
+        compiled = [_Compiled(entry, _index_words(source), source) for entry, source in entries]
+        frequency: dict[str, int] = defaultdict(int)
+        for item in compiled:
+            for word in item.words:
+                frequency[word] += 1
+        self._index: dict[str, list[_Compiled]] = defaultdict(list)
+        self._always = [item for item in compiled if not item.words]
+        for item in compiled:
+            if not item.words:
+                continue
+            rarest = min(item.words, key=lambda w: (frequency[w], -len(w), w))
+            self._index[rarest].append(item)
+        self._by_id = {item.entry.id: item for item in compiled}
+        self._prefixes = [item for item in compiled if item.entry.level == PREFIX]
+
+    def candidates(self, text: str) -> list[_Compiled]:
+        """Return the entries whose rarest word ``text`` contains, in catalog order."""
+        found: dict[str, _Compiled] = {item.entry.id: item for item in self._always}
+        for word in set(_WORD.findall(text)):
+            for item in self._index.get(word, ()):
+                found[item.entry.id] = item
+        return list(found.values())
+
+    def match(self, text: str, depth: int = 0) -> CatalogMatch | None:
+        """Return the most specific known message in ``text``, or None.
+
+        The most specific is the one with the most literal text; among equals, the one
+        that starts first, then the first in catalog order. A line prefix shape (level
+        ``PREFIX``: a vLLM, sglang, glog or journald prefix) is only the answer when no
+        message follows it; the message after it is looked for as at a line start.
+        """
+        candidates = self.candidates(text)
+        prefix = self._best(text, [c for c in candidates if c.entry.level == PREFIX])
+        if prefix is not None and depth < _PREFIX_DEPTH and prefix.end > prefix.start:
+            inner = self.match(text[prefix.end :], depth + 1)
+            if inner is not None:  # a message after the prefix, or the innermost prefix
+                shift = prefix.end
+                return CatalogMatch(
+                    inner.entry, inner.start + shift, inner.fields, inner.whole, inner.end + shift
+                )
+        best = self._best(text, [c for c in candidates if c.entry.level != PREFIX])
+        return best if best is not None else prefix
+
+    def prefix_end(self, text: str) -> int:
+        """Return where the line prefix shapes at the start of ``text`` end (0: none)."""
+        end = 0
+        for _ in range(_PREFIX_DEPTH):
+            for item in self._prefixes:
+                found = item.pattern().match(text[end:])
+                if found is not None and found.end() > 0:
+                    end += found.end()
+                    break
+            else:
+                break
+        return end
+
+    def _best(self, text: str, candidates: list[_Compiled]) -> CatalogMatch | None:
+        best: CatalogMatch | None = None
+        best_key: tuple[int, int, int] | None = None
+        for item in candidates:
+            entry = item.entry
+            found = item.pattern().search(text)
+            if found is not None:
+                match = CatalogMatch(entry, found.start(), found.groups(), True, found.end())
+                key = (1, entry.literal, -found.start())
+            else:
+                at = _folded_find(text, entry.anchor) if len(entry.anchor) >= MIN_ANCHOR else -1
+                size = len(entry.anchor)
+                if at < 0 and entry.head:
+                    at, size = _folded_find(text, entry.head), len(entry.head)
+                if at < 0:
+                    continue
+                match = CatalogMatch(entry, at, (), False, at + size)
+                key = (0, size, -at)
+            if best_key is None or key > best_key:
+                best, best_key = match, key
+        return best
+
+    def entry(self, entry_id: str) -> CatalogEntry | None:
+        """Return the entry with id ``entry_id``."""
+        item = self._by_id.get(entry_id)
+        return item.entry if item is not None else None
+
+
+def _index_words(source: str) -> frozenset[str]:
+    """Return the words a line must contain for ``source`` to match it.
+
+    For a regular expression (``re:``) only plain words outside escapes, classes and
+    alternatives count; one with none is tried on every line.
+    """
+    if not source.startswith("re:"):
+        return frozenset(_WORD.findall(source))
+    body = re.sub(r"\\.|\[[^\]]*\]|\{[^}]*\}", " ", source[3:])
+    while True:  # groups may be optional or alternatives: no word inside one is required
+        stripped = re.sub(r"\([^()]*\)", " ", body)
+        if stripped == body:
+            break
+        body = stripped
+    words = [w for w in _WORD.findall(body) if re.fullmatch(r"[A-Za-z0-9_]+", w)]
+    return frozenset(words[:1]) if words else frozenset()
+
+
+def _folded_find(text: str, anchor: str) -> int:
+    """Find ``anchor`` in ``text`` with every blank run matching any blank run."""
+    at = text.find(anchor)
+    if at >= 0 or ("  " not in text and "\t" not in text):
+        return at
+    found = re.search(r"\s+".join(re.escape(w) for w in anchor.split(" ")), text)
+    return found.start() if found else -1
+
+
+def _entries(kind: str, text: str) -> Iterator[tuple[CatalogEntry, str]]:
+    for number, row in _rows(kind, text):
+        raw = _format_of(kind, row)
+        level = row.get("level", "").split(":")[0].split("+")[0].strip() or "INFO"
+        if raw.startswith("re:"):
+            # A pattern of a kind of line: any catalog format is more specific.
+            yield _entry(kind, number, row, level, raw, [""], MIN_LITERAL), raw
+            continue
+        lines = _unescape(raw)
+        for part, source in enumerate(lines, start=1):
+            pieces = [p.strip() for p in _pieces(source)]
+            literal = sum(len(p) for p in pieces)
+            if literal < MIN_LITERAL:
+                continue
+            ident = f"{number}" if part == 1 or len(lines) == 1 else f"{number}.{part}"
+            yield _entry(kind, ident, row, level, source, pieces, literal), source
+
+
+def _entry(
+    kind: str,
+    ident: int | str,
+    row: dict[str, str],
+    level: str,
+    source: str,
+    pieces: list[str],
+    literal: int,
+) -> CatalogEntry:
+    return CatalogEntry(
+        id=f"{kind}:{ident}",
+        family=_family(kind, row),
+        level=level,
+        fmt=source,
+        literal=literal,
+        anchor=max(pieces, key=len),
+        head=_head(_BLANKS.sub(" ", pieces[0])) if pieces[0] else "",
+    )
+
+
+@cache
+def load_catalog() -> Catalog:
+    """Read the message catalogs shipped in ``grammars/catalogs/`` once per process."""
+    entries: list[tuple[CatalogEntry, str]] = []
+    for kind, name in CATALOG_FILES:
+        text = grammar_path(name).read_text(encoding="utf-8")
+        entries.extend(_entries(kind, text))
+    return Catalog(entries)

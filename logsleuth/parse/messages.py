@@ -1,0 +1,121 @@
+"""The reader of last resort: a known message anywhere in a line becomes a typed event.
+
+Family readers parse whole lines of shapes they know (an NCCL prefix, a c10 record, a
+traceback). What they decline is offered here: the message catalogs
+(:mod:`logsleuth.parse.catalog`) are searched for the most specific known message in the
+line, wherever it stands; what precedes it is the line's prefix, read for a rank, host or
+pid where it has a known shape and otherwise kept as an opaque label.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from logsleuth.model.base import Origin, SourceRef
+from logsleuth.model.messages import LogMessage
+from logsleuth.parse.base import Line, Reader, Sink
+from logsleuth.parse.catalog import PREFIX, CatalogMatch, load_catalog
+
+# Rank named in a prefix or in the message itself: "[Rank 3]", "[rank3]:", "rank 3:",
+# "[PG ID 0 PG GUID 0(default_pg) Rank 3]" (a process-group rank when the PG is not 0).
+_RANK = re.compile(r"\[(?:R|r)ank ?(\d{1,6})\]|^\s*(?:R|r)ank ?(\d{1,6}):")
+_PG_RANK = re.compile(r"\[PG ID (\d+) PG GUID [^\]]*? Rank (\d{1,6})\]")
+# "host:pid:tid" or "host:pid" left of a message (an NCCL-like prefix whose level is gone).
+_HOST_PID = re.compile(r"(?:^|\s)([A-Za-z][\w.\-]{0,62}):(\d{1,9})(?::(\d{1,9}))?(?=\s|$)")
+_PID = re.compile(r"\bpid[=: ]\s*(\d{1,9})\b", re.IGNORECASE)
+
+
+def _origin(label: str, message: str, hint: Origin) -> tuple[Origin, int | None]:
+    """Read what the prefix (and the message's own framework prefix) say about the writer."""
+    rank = hint.rank
+    if rank is None:
+        found = _RANK.search(label) or _RANK.search(message[:80])
+        if found is not None:
+            rank = int(found.group(1) or found.group(2))
+        else:
+            pg = _PG_RANK.search(label) or _PG_RANK.search(message[:120])
+            if pg is not None and pg.group(1) == "0":
+                rank = int(pg.group(2))  # PG 0 is the default group: its ranks are global
+    host, pid = hint.host, hint.pid
+    if host is None and pid is None and label:
+        found = _HOST_PID.search(label)
+        if found is not None:
+            host, pid = found.group(1), int(found.group(2))
+        elif (pid_found := _PID.search(label)) is not None:
+            pid = int(pid_found.group(1))
+    return replace(hint, rank=rank, host=host, pid=pid), rank
+
+
+def message_event(
+    match: CatalogMatch, text: str, ref: SourceRef, raw: str, hint: Origin
+) -> LogMessage:
+    """Build the event of a catalog match in ``text`` (the line without known prefixes)."""
+    label = text[: match.start].strip()
+    message = text[match.start :].strip()
+    origin, rank = _origin(label, message, hint)
+    names = [f"arg{i}" for i in range(len(match.fields))]
+    return LogMessage(
+        ref=ref,
+        text=raw,
+        origin=origin,
+        family=match.entry.family,
+        level="INFO" if match.entry.level == PREFIX else match.entry.level,
+        catalog=match.entry.id,
+        message=message,
+        label=label,
+        fields=tuple((n, v.strip()) for n, v in zip(names, match.fields, strict=True) if v),
+        rank=rank,
+    )
+
+
+class MessageReader(Reader):
+    """Take any line holding a known message (catalog match), wherever it stands."""
+
+    name = "messages"
+
+    def __init__(self, source: str) -> None:
+        super().__init__(source)
+        self._catalog = load_catalog()
+        self._after_frame = False
+
+    def feed(self, line: Line, sink: Sink) -> bool:
+        """Offer ``line``; take it when a catalog message is found in it.
+
+        The source line a traceback prints under each ``File "...", line N`` frame is
+        taken too when it follows one (an excerpt that begins inside a traceback).
+        """
+        text = line.text
+        if len(text) > 8192:
+            text = text[:8192]  # a message is found near the start; bound the search
+        after_frame, self._after_frame = self._after_frame, False
+        match = self._catalog.match(text)
+        ref = SourceRef(self.source, line.no)
+        if match is None:
+            if after_frame and text[:1].isspace() and text.strip():
+                sink.emit(_code_line(text, ref, line))
+                return True
+            return False
+        event = message_event(match, text, ref, line.raw, line.hint)
+        self._after_frame = match.entry.id == _FRAME_ENTRY
+        sink.emit(event)
+        return True
+
+
+_FRAME_ENTRY = next(
+    (e.id for e in load_catalog().entries if e.fmt.startswith('re:^\\s*File "')), ""
+)
+"""The catalog entry of a traceback frame line (``File "x.py", line 3, in f``)."""
+
+
+def _code_line(text: str, ref: SourceRef, line: Line) -> LogMessage:
+    return LogMessage(
+        ref=ref,
+        text=line.raw,
+        origin=line.hint,
+        family="python",
+        level="INFO",
+        catalog="python:frame-source",
+        message=text.strip(),
+        rank=line.hint.rank,
+    )

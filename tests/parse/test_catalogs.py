@@ -1,0 +1,156 @@
+"""Generated from the message catalogs: every known message is recognized as a typed event.
+
+Each row of ``grammars/catalogs/nccl-log-formats.tsv`` (INFO, WARN, TRACE) and each
+ERROR/WARNING/CHECK/THROW row of ``grammars/catalogs/torch-distributed-messages.tsv`` is
+instantiated with sample arguments, as the program would print it, and read on its own.
+It must become an event that counts as recognized and belongs to the right family. The
+rates are printed at the end of the run; rows below the bar are listed with the reason.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from logsleuth.model.base import Event
+from logsleuth.model.messages import LogMessage
+from logsleuth.parse.catalog import load_catalog
+from logsleuth.parse.discover import InputSource
+from logsleuth.parse.dispatch import read_input
+from logsleuth.resources import grammar_path
+from tests.parse.catalog_samples import instantiate
+
+BAR = 0.98
+TORCH_LEVELS = ("ERROR", "WARNING", "WARN", "CHECK", "THROW")
+TORCH_FAMILIES = {
+    "gloo": {"gloo", "torch"},
+    "elastic": {"elastic", "torch"},
+    "deepspeed": {"deepspeed", "torch"},
+    "xla": {"xla", "torch"},
+}
+
+
+def _rows(name: str) -> list[dict[str, str]]:
+    text = grammar_path(f"catalogs/{name}").read_text(encoding="utf-8")
+    lines = [line for line in text.splitlines() if not line.startswith("#")]
+    return list(csv.DictReader(lines, delimiter="\t", quoting=csv.QUOTE_NONE))
+
+
+def _read(text: str) -> list[Event]:
+    source = InputSource(name="sample.log", path=None, data=(text + "\n").encode())
+    result = read_input(source)
+    assert result.summary.lines == 1
+    return [e for e in result.events if e.RECOGNIZED]
+
+
+def _nccl_line(level: str, message: str) -> str:
+    if level == "WARN":
+        return f"gpu-node001:4711:4799 [3] misc/socket.cc:123 NCCL WARN {message}"
+    if level == "TRACE":
+        return f"gpu-node001:4711:4799 [3] 1234.567890 ncclProxyProgress:88 NCCL TRACE {message}"
+    return f"gpu-node001:4711:4799 [3] NCCL INFO {message}"
+
+
+def _family(event: Event) -> str:
+    if isinstance(event, LogMessage):
+        return event.family
+    module = type(event).__module__.rsplit(".", 1)[-1]
+    return {"nccl": "nccl", "torch": "torch", "stacks": "stacks"}.get(module, module)
+
+
+def test_nccl_catalog_rows_are_recognized_as_nccl_events(
+    figures: list[tuple[str, str]],
+) -> None:
+    rows = [r for r in _rows("nccl-log-formats.tsv") if r["level"] in ("INFO", "WARN", "TRACE")]
+    missed: list[str] = []
+    for row in rows:
+        line = _nccl_line(row["level"], instantiate(row["format"]))
+        events = _read(line)
+        if not any(_family(e) in ("nccl", "env") for e in events):
+            missed.append(f"{row['level']} {row['format'][:90]!r}: not recognized ({line[:60]})")
+    rate = 1 - len(missed) / len(rows)
+    figures.append(
+        (
+            "NCCL catalog rows recognized (INFO/WARN/TRACE, 2.3-2.30)",
+            f"{len(rows) - len(missed)} of {len(rows)} ({100 * rate:.1f}%); not recognized: "
+            "formats that are only placeholders or a few letters ('%s', '-> %d', "
+            "'%s (%d)'), too generic to tell from other text",
+        )
+    )
+    assert rate >= BAR, "\n".join(missed)
+
+
+def test_torch_catalog_error_rows_are_recognized_in_their_family(
+    figures: list[tuple[str, str]],
+) -> None:
+    rows = [
+        r
+        for r in _rows("torch-distributed-messages.tsv")
+        if r["level"].split(":")[0].split("+")[0].split("(")[0] in TORCH_LEVELS
+    ]
+    missed: list[str] = []
+    for row in rows:
+        line = instantiate(row["format"])
+        want = TORCH_FAMILIES.get(row["component"], {"torch"})
+        events = _read(line)
+        if not any(_family(e) in want for e in events):
+            got = [_family(e) for e in events]
+            missed.append(f"{row['level']} {row['format'][:90]!r}: {got}")
+    rate = 1 - len(missed) / len(rows)
+    figures.append(
+        (
+            "PyTorch/gloo/elastic/DeepSpeed catalog error rows recognized",
+            f"{len(rows) - len(missed)} of {len(rows)} ({100 * rate:.1f}%); not recognized: "
+            "messages of fewer than 10 literal characters ('Rank {}', '{} {}')",
+        )
+    )
+    assert rate >= BAR, "\n".join(missed)
+
+
+@pytest.mark.parametrize(
+    ("line", "family", "level"),
+    [
+        ("NCCL WARN Cuda failure 'out of memory'", "nccl", "WARN"),
+        ("Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 2000", "nccl", "WARN"),
+        (
+            "socketStartConnect: Connect to 192.168.19.14<52822> failed : No route to host",
+            "nccl",
+            "WARN",
+        ),
+        (
+            "Horovod has been shut down. This was caused by an exception on one of the ranks or "
+            "an attempt to allreduce, allgather or broadcast a tensor after one of the ranks "
+            "finished execution.",
+            "horovod",
+            "ERROR",
+        ),
+        ("# Avg bus bandwidth    : 12.3456", "nccl-tests", "INFO"),
+    ],
+)
+def test_a_message_is_found_without_any_prefix(line: str, family: str, level: str) -> None:
+    events = _read(line)
+    assert events, line
+    event = events[0]
+    assert _family(event) == family
+    if isinstance(event, LogMessage):
+        assert event.level == level
+
+
+def test_a_message_behind_an_unknown_prefix_keeps_the_prefix_as_label() -> None:
+    line = (
+        "12:01:33 | worker-7 | Duplicate GPU detected : rank 2 and rank 3 both on CUDA device 1000"
+    )
+    (event,) = _read(line)
+    assert isinstance(event, LogMessage)
+    assert event.catalog is not None and event.catalog.startswith("nccl:")
+    assert event.label == "12:01:33 | worker-7 |"
+    assert event.message.startswith("Duplicate GPU detected")
+    assert dict(event.fields)["arg0"] == "2"
+
+
+def test_catalog_entries_come_from_all_three_files() -> None:
+    kinds = {entry.id.split(":")[0] for entry in load_catalog().entries}
+    assert kinds == {"nccl", "torch", "extra"}
+    assert Path(grammar_path("catalogs/extra-messages.tsv")).is_file()
