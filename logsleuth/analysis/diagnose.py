@@ -158,9 +158,17 @@ def _verdict(findings: Sequence[Finding], coverage: float, truncated: set[int]) 
     serious = [f for f in findings if f.severity in ("error", "critical")]
     if not serious:
         return Verdict(
-            kind="healthy", summary="No failure or hang was found in the evidence.", confidence=0.6
+            kind="healthy",
+            summary="No failure or hang was found, and the evidence shows the run ended "
+            "normally or was progressing.",
+            confidence=0.6,
         )
     top = serious[0]
+    if top.code == "LS002":
+        # Nothing failed and nothing proves health: a degradation seen is the best answer.
+        degraded = [f for f in findings if f.severity == "warning" and f.kind != "inconclusive"]
+        if degraded:
+            top = replace(degraded[0], confidence=round(degraded[0].confidence * 0.8, 2))
     factor = 0.7 + 0.3 * coverage
     rivals = [
         f

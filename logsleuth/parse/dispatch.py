@@ -228,7 +228,6 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
         GdbReader(source.name),
     ]
     messages = MessageReader(source.name)
-    prefix_end = load_catalog().prefix_end
     sink = Sink()
     chunks = _decoded_chunks(source)
     first = next(chunks, "")
@@ -256,7 +255,7 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
     def relocate(line: Line, hint: Origin) -> str | None:
         """Offer the line from each place a known line may begin behind an unknown prefix."""
         text = line.text
-        after = prefix_end(text)
+        after = load_catalog().prefix_end(text)
         bases = [after, *line_starts(text)] if after else [*line_starts(text)]
         tried: set[str] = {text}
         for base in [0, *bases]:
@@ -476,8 +475,10 @@ def read_inputs(
     if workers <= 1 or sum(_input_bytes(s) for s in sources) < _POOL_MIN_BYTES:
         yield from map(_result, map(_read_one, work))
         return
-    # fork: workers inherit the grammar built once here; results come back in submission order.
+    # fork: workers inherit the grammar and the catalog built once here; results come back
+    # in submission order.
     warm_up()
+    load_catalog()
     context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         yield from map(_result, pool.map(_read_one, work, chunksize=1))

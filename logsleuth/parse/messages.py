@@ -76,7 +76,6 @@ class MessageReader(Reader):
 
     def __init__(self, source: str) -> None:
         super().__init__(source)
-        self._catalog = load_catalog()
         self._after_frame = False
 
     def feed(self, line: Line, sink: Sink) -> bool:
@@ -89,7 +88,7 @@ class MessageReader(Reader):
         if len(text) > 8192:
             text = text[:8192]  # a message is found near the start; bound the search
         after_frame, self._after_frame = self._after_frame, False
-        match = self._catalog.match(text)
+        match = load_catalog().match(text)
         ref = SourceRef(self.source, line.no)
         if match is None:
             if after_frame and text[:1].isspace() and text.strip():
@@ -97,15 +96,15 @@ class MessageReader(Reader):
                 return True
             return False
         event = message_event(match, text, ref, line.raw, line.hint)
-        self._after_frame = match.entry.id == _FRAME_ENTRY
+        self._after_frame = match.entry.family == "python" and match.entry.fmt.startswith(
+            _FRAME_FORMAT
+        )
         sink.emit(event)
         return True
 
 
-_FRAME_ENTRY = next(
-    (e.id for e in load_catalog().entries if e.fmt.startswith('re:^\\s*File "')), ""
-)
-"""The catalog entry of a traceback frame line (``File "x.py", line 3, in f``)."""
+_FRAME_FORMAT = 're:^\\s*File "'
+"""How the catalog's traceback-frame pattern (``File "x.py", line 3, in f``) begins."""
 
 
 def _code_line(text: str, ref: SourceRef, line: Line) -> LogMessage:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from logsleuth.analysis.health import health_proofs, unproven_streams
 from logsleuth.analysis.index import EvidenceIndex
-from logsleuth.analysis.rules.base import Rule, evidence_of
+from logsleuth.analysis.rules.base import Rule, describe, evidence_of
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.flight import FlightRecorderDump
@@ -38,12 +39,8 @@ class Inconclusive(Rule):
     fallback = True
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
-        unexplained: list[Event] = [w for w in index.warns if w.family != "other"]
-        unexplained += [w for w in index.warns if w.family == "other"]
-        unexplained += [t for t in index.traces if t.code != 0]
-        unexplained += index.failures
+        unexplained = _unexplained(index)
         stalled = [m for m in index.manifests if m.stalled_at]
-        unexplained += stalled
         if not unexplained:
             return
         total = evidence_of(unexplained)[1]
@@ -65,6 +62,73 @@ class Inconclusive(Rule):
             confidence=0.3,
             next_steps=_what_to_collect(index),
         )
+
+
+class Unproven(Rule):
+    """No failure was found, and nothing shows that the run ended normally either.
+
+    Symptom:
+        The evidence holds no error, but also no completion (communicators destroyed,
+        torchrun's "worker group finished", a benchmark's closing summary, PyTorch's exit-time
+        messages) and no progress (stack snapshots that differ): a log cut during init, one
+        rank's side of a job, a lone stack dump, a traceback without its exception line.
+        Calling that healthy would be a guess.
+
+    Likely causes:
+        The excerpt stops before the interesting part, or comes from only some ranks, or the
+        job hangs silently (a hang prints nothing: that is what makes it a hang).
+
+    What to check:
+        The next steps name what is missing: the logs of the ranks not seen, NCCL INFO logs
+        with COLL, two stack dumps of every rank a few seconds apart, flight-recorder dumps.
+    """
+
+    code = "LS002"
+    name = "diagnosis.unproven"
+    kind = "inconclusive"
+    fallback = True
+
+    def check(self, index: EvidenceIndex) -> Iterable[Finding]:
+        if _unexplained(index):
+            return  # LS001 speaks for evidence of a failure
+        proofs = health_proofs(index)
+        unproven = unproven_streams(index, proofs)
+        if proofs and not unproven:
+            return
+        if proofs:
+            who = describe(index, unproven)
+            title = f"no failure found, but nothing shows that {who} ended normally or progressed"
+            detail = (
+                f"The evidence holds no error. Some processes are shown to have finished or "
+                f"progressed, but not {who}: its log stops without a sign of completion."
+            )
+        else:
+            title = "no failure found, and nothing shows the run ended normally or progressed"
+            detail = (
+                "The evidence holds no error, but also nothing that shows completion "
+                "(communicators destroyed, the launcher reporting success, a closing summary) "
+                "or progress (stack snapshots that differ). An excerpt that stops early, or "
+                "a silent hang, looks exactly like this."
+            )
+        last = [index.procs[s].last_event for s in unproven if index.procs[s].last_event]
+        yield self.finding(
+            severity="error",
+            title=title,
+            detail=detail,
+            events=[e for e in last if e is not None][:4],
+            confidence=0.3,
+            next_steps=_what_to_collect(index),
+        )
+
+
+def _unexplained(index: EvidenceIndex) -> list[Event]:
+    """Evidence of a failure: NCCL WARNs, error traces, failed processes, a detected stall."""
+    unexplained: list[Event] = [w for w in index.warns if w.family != "other"]
+    unexplained += [w for w in index.warns if w.family == "other"]
+    unexplained += [t for t in index.traces if t.code != 0]
+    unexplained += index.failures
+    unexplained += [m for m in index.manifests if m.stalled_at]
+    return unexplained
 
 
 def _what_to_collect(index: EvidenceIndex) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ from logsleuth.analysis.rules.config import NcclEnvMismatch, NcclVersionMismatch
 from logsleuth.analysis.rules.flight import FlightRecorderMismatch
 from logsleuth.analysis.rules.gloo import GlooSizeSender
 from logsleuth.analysis.rules.gpu import CudaError, DuplicateGpu, ShmExhausted
-from logsleuth.analysis.rules.inconclusive import Inconclusive
+from logsleuth.analysis.rules.inconclusive import Inconclusive, Unproven
 from logsleuth.analysis.rules.init import InitNeverReached
 from logsleuth.analysis.rules.network import BootstrapFailure, IbCompletionError, RemoteClosed
 from logsleuth.analysis.rules.process import LeftEarly, ProcessDied
@@ -27,6 +27,7 @@ RULES: tuple[type[Rule], ...] = tuple(
     sorted(
         (
             Inconclusive,
+            Unproven,
             MissingCollective,
             CollectiveMismatch,
             CollectiveTimeout,

@@ -1,0 +1,168 @@
+"""Positive evidence that a run ended normally or was progressing: what ``healthy`` requires.
+
+No finding is not the same as a healthy run: a log cut during init, a traceback without its
+exception line or a lone stack in ``ncclCommAbort`` show no failure and prove nothing. A run
+is healthy only when the evidence shows completion or progress:
+
+* completion: a process destroyed (or finalized) every communicator it created; torchrun
+  reported the worker group finished; a benchmark printed its closing summary (nccl-tests'
+  ``Avg bus bandwidth``); PyTorch's process-group destructor ran at program exit;
+* progress: repeated stack snapshots of a process differ; a benchmark printed result rows
+  with no wrong values.
+
+A proof covers the processes it names. A proof that names no process (a launcher's
+summary, a benchmark's closing line) covers the processes that wrote to the same input,
+or every process when the evidence holds only one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+
+from logsleuth.analysis.index import EvidenceIndex, Stream
+from logsleuth.analysis.rules.stacks import proc_stacks
+from logsleuth.model.base import Event
+from logsleuth.model.messages import LogMessage
+from logsleuth.model.nccl import NcclCommEnd, NcclCommInit
+from logsleuth.model.torch import LauncherEvent, TorchUnrecognized
+
+# Messages that are only printed when a run ends normally.
+_COMPLETION = (
+    # nccl-tests / rccl-tests: the closing summary after the last size
+    re.compile(r"^#\s*Avg bus bandwidth\s*:"),
+    re.compile(r"^#\s*Out of bounds values\s*:\s*0 OK"),
+    # PyTorch >= 2.4: the process-group destructor at program exit
+    re.compile(r"process group has NOT been destroyed before"),
+    re.compile(r"At the time of process termination, there are still \d+ unwaited"),
+    # Lightning: training stopped at its configured end
+    re.compile(r"`Trainer\.fit` stopped: `max_(?:epochs|steps)=\d+` reached"),
+)
+
+
+# nccl-tests result row: size count type redop root, then time algbw busbw #wrong (out of
+# place), the same in place.
+_RESULT_ROW = re.compile(r"^\s*\d+\s+\d+\s+[a-z]\w*\s+\w+\s+-?\d+\s+[\d.]+\s")
+
+
+def _clean_row(message: str) -> bool:
+    """Return True for a result row whose #wrong columns are all 0 (a size that ran right)."""
+    if _RESULT_ROW.search(message) is None:
+        return False
+    columns = message.split()
+    wrong = [columns[i] for i in (8, 12) if i < len(columns)]
+    return bool(wrong) and all(w == "0" for w in wrong)
+
+
+@dataclass(frozen=True, slots=True)
+class HealthProof:
+    """What shows a normal end or progress, and the processes it covers."""
+
+    reason: str
+    events: tuple[Event, ...]
+    streams: frozenset[Stream]
+    """The processes it covers; empty for a proof that names none (see the module doc)."""
+    sources: frozenset[str]
+
+
+def _message(event: Event) -> str:
+    return getattr(event, "message", "") or ""
+
+
+def health_proofs(index: EvidenceIndex) -> list[HealthProof]:
+    """Return every piece of positive evidence of a normal end or of progress."""
+    proofs: list[HealthProof] = []
+    created: dict[Stream, set[str]] = defaultdict(set)
+    destroyed: dict[Stream, list[NcclCommEnd]] = defaultdict(list)
+    for init in index.all_of(NcclCommInit):
+        created[(init.origin.host, init.origin.pid)].add(init.comm)
+    for end in index.all_of(NcclCommEnd):
+        if end.phase == "Destroy" and end.stage == "COMPLETE":
+            destroyed[(end.origin.host, end.origin.pid)].append(end)
+    for stream, ends in sorted(destroyed.items(), key=lambda kv: str(kv[0])):
+        if created[stream] <= {e.comm for e in ends}:
+            proofs.append(
+                HealthProof(
+                    "destroyed every communicator it created",
+                    tuple(ends[-1:]),
+                    frozenset({stream}),
+                    frozenset(e.ref.source for e in ends),
+                )
+            )
+    finished = [e for e in index.all_of(LauncherEvent) if e.action == "finished"]
+    if finished:
+        proofs.append(
+            HealthProof(
+                "torchrun reported the worker group finished",
+                tuple(finished[:2]),
+                frozenset(),
+                frozenset(e.ref.source for e in finished),
+            )
+        )
+    texts: list[Event] = [*index.all_of(LogMessage), *index.all_of(TorchUnrecognized)]
+    closing = [e for e in texts if any(p.search(_message(e)) for p in _COMPLETION)]
+    for event in closing[:4]:
+        stream = (event.origin.host, event.origin.pid)
+        named = stream != (None, None) or event.origin.rank is not None
+        proofs.append(
+            HealthProof(
+                "printed what a program prints only when it ends normally",
+                (event,),
+                frozenset({stream}) if named and stream != (None, None) else frozenset(),
+                frozenset({event.ref.source}),
+            )
+        )
+    rows = [e for e in texts if _clean_row(_message(e))]
+    if rows:
+        proofs.append(
+            HealthProof(
+                "the benchmark printed result rows without errors",
+                tuple(rows[-1:]),
+                frozenset(),
+                frozenset(e.ref.source for e in rows),
+            )
+        )
+    moving = [p for p in proc_stacks(index) if p.moved]
+    if moving:
+        proofs.append(
+            HealthProof(
+                "repeated stack snapshots show it progressing",
+                tuple(p.dump for p in moving[:4]),
+                frozenset((p.host, p.pid) for p in moving),
+                frozenset(p.dump.ref.source for p in moving),
+            )
+        )
+    return proofs
+
+
+def unproven_streams(index: EvidenceIndex, proofs: list[HealthProof]) -> list[Stream]:
+    """Return the processes of the evidence that no proof covers (all of them without one)."""
+    streams = [
+        stream
+        for stream, proc in index.procs.items()
+        if proc.families & {"nccl", "stacks"} or proc.rank is not None
+    ]
+    if not proofs:
+        return streams
+    covered: set[Stream] = set()
+    for proof in proofs:
+        covered |= proof.streams
+    ranks_covered = {index.rank_of(*s) for s in covered} - {None}
+    anonymous = [p for p in proofs if not p.streams]
+    left: list[Stream] = []
+    for stream in streams:
+        if stream in covered or index.rank_of(*stream) in ranks_covered:
+            continue
+        proc = index.procs[stream]
+        if anonymous and (len(streams) == 1 or proc.sources & _sources(anonymous)):
+            continue
+        left.append(stream)
+    return left
+
+
+def _sources(proofs: list[HealthProof]) -> set[str]:
+    found: set[str] = set()
+    for proof in proofs:
+        found |= proof.sources
+    return found

@@ -1,0 +1,76 @@
+"""``healthy`` only when the evidence proves it; otherwise LS002 says what is missing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from logsleuth.api import analyze
+from logsleuth.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+HEALTHY = ROOT / "fixtures" / "synthetic" / "healthy"
+STACKS = ROOT / "fixtures" / "real" / "stacks"
+
+INIT_ONLY = """\
+gpu-a01:4711:4711 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>
+gpu-a01:4711:4711 [0] NCCL INFO NCCL version 2.21.5+cuda12.4
+gpu-a01:4711:4799 [0] NCCL INFO ncclCommInitRank comm 0x55d0c0a0 rank 0 nranks 8 cudaDev 0 nvmlDev 0 busId 1b000 commId 0x9f3c2b1a7e6d5c4b - Init START
+"""
+
+NCCL_TESTS_OK = """\
+# nThread 1 nGpus 2 minBytes 8 maxBytes 2048 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
+#
+# Using devices
+#  Rank  0 Group  0 Pid   9822 on      node1 device  0 [0000:2c:00] NVIDIA GeForce RTX 4090
+#  Rank  1 Group  0 Pid   9822 on      node1 device  1 [0000:3c:00] NVIDIA GeForce RTX 4090
+node1:9822:9822 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>
+           8             2     float     sum      -1     8.56    0.00    0.00      0     8.30    0.00    0.00      0
+          16             4     float     sum      -1     8.57    0.00    0.00      0     8.96    0.00    0.00      0
+"""
+
+
+def test_a_log_cut_during_init_is_not_healthy(tmp_path: Path) -> None:
+    log = tmp_path / "rank0.log"
+    log.write_text(INIT_ONLY, encoding="utf-8")
+    d = analyze([str(log)]).diagnosis
+    assert d.verdict.kind == "inconclusive"
+    assert d.verdict.code == "LS002"
+    (finding,) = [f for f in d.findings if f.code == "LS002"]
+    assert "nothing shows" in finding.title
+    assert any("stack" in step for step in finding.next_steps)
+    assert main(["analyze", str(log), "--quiet"]) == 1
+
+
+def test_communicators_destroyed_everywhere_prove_a_normal_end() -> None:
+    d = analyze([str(HEALTHY)]).diagnosis
+    assert d.verdict.kind == "healthy"
+    assert "ended normally" in d.verdict.summary
+    assert not [f for f in d.findings if f.code == "LS002"]
+
+
+def test_a_benchmark_that_printed_clean_rows_was_progressing(tmp_path: Path) -> None:
+    log = tmp_path / "all_reduce_perf.log"
+    log.write_text(NCCL_TESTS_OK, encoding="utf-8")
+    assert analyze([str(log)]).diagnosis.verdict.kind == "healthy"
+
+
+def test_a_second_process_without_proof_keeps_it_unproven(tmp_path: Path) -> None:
+    (tmp_path / "ok.log").write_text(NCCL_TESTS_OK, encoding="utf-8")
+    (tmp_path / "stuck.log").write_text(INIT_ONLY, encoding="utf-8")
+    d = analyze([str(tmp_path)]).diagnosis
+    assert d.verdict.kind == "inconclusive"
+    (finding,) = [f for f in d.findings if f.code == "LS002"]
+    assert "gpu-a01" in finding.title and "4711" in finding.title
+
+
+def test_rows_with_wrong_values_prove_nothing(tmp_path: Path) -> None:
+    log = tmp_path / "all_reduce_perf.log"
+    log.write_text(NCCL_TESTS_OK.replace("0.00      0\n", "0.00      3\n"), encoding="utf-8")
+    assert analyze([str(log)]).diagnosis.verdict.kind == "inconclusive"
+
+
+def test_a_lone_stack_dump_is_not_healthy() -> None:
+    dumps = sorted(STACKS.rglob("*.txt"))
+    assert dumps
+    d = analyze([str(dumps[0])]).diagnosis
+    assert d.verdict.kind != "healthy"
