@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from logsleuth.analysis.index import EvidenceIndex
 from logsleuth.analysis.rules.base import Rule, evidence_of
-from logsleuth.analysis.rules.knowledge import explained_as_harmless
+from logsleuth.analysis.rules.knowledge import explained_by_knowledge
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.flight import FlightRecorderDump
@@ -40,8 +40,8 @@ class Inconclusive(Rule):
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         # WARNs the knowledge base reads as harmless (adjusted settings, fallbacks, cleanup
-        # noise) are no evidence of a failure.
-        warns = [w for w in index.warns if not explained_as_harmless(w)]
+        # noise) are no evidence of a failure; the known symptoms are LS702's.
+        warns = [w for w in index.warns if not explained_by_knowledge(w)]
         unexplained: list[Event] = [w for w in warns if w.family != "other"]
         unexplained += [w for w in warns if w.family == "other"]
         unexplained += [t for t in index.traces if t.code != 0]

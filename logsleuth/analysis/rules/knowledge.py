@@ -61,10 +61,14 @@ def known_messages(index: EvidenceIndex) -> list[Known]:
     return found
 
 
-def explained_as_harmless(warn: NcclWarn) -> bool:
-    """Say whether the knowledge base reads ``warn`` as harmless (benign, or a warning at most)."""
+def explained_by_knowledge(warn: NcclWarn) -> bool:
+    """Say whether ``warn`` needs no fallback: harmless (benign, a warning) or a known symptom.
+
+    Known causes and internal errors raise error findings of their own; a known symptom is
+    reported by :class:`KnownSymptom`, which runs where the generic fallback would.
+    """
     entry = knowledge.match(warn.message)
-    return entry is not None and entry.severity in ("info", "warning")
+    return entry is not None and (entry.severity in ("info", "warning") or entry.role == "symptom")
 
 
 def _read_elsewhere(index: EvidenceIndex, known: Known, completed: set[Stream]) -> bool:
@@ -93,7 +97,7 @@ def _read_elsewhere(index: EvidenceIndex, known: Known, completed: set[Stream]) 
 class _Group:
     entry: Entry
     events: list[Event]
-    writers: list[Stream]
+    writers: list[str]
     texts: list[str]
     ranks: set[int]
     hosts: set[str]
@@ -127,9 +131,9 @@ class _KnowledgeRule(Rule):
                 )
             group.events.append(known.event)
             group.texts.append(known.text)
-            stream = stream_of(known.event)
-            if stream not in group.writers:
-                group.writers.append(stream)
+            label = _label(index, known.event)
+            if label not in group.writers:
+                group.writers.append(label)
         for group in sorted(
             groups.values(), key=lambda g: (-g.entry.priority, g.entry.id, sorted(g.ranks))
         ):
@@ -137,8 +141,9 @@ class _KnowledgeRule(Rule):
 
     def _finding(self, index: EvidenceIndex, group: _Group) -> Finding:
         entry = group.entry
-        writers = [w for w in group.writers if w != (None, None)]
-        seen_on = describe(index, writers) if writers else "the evidence"
+        seen_on = ", ".join(group.writers[:4]) + (
+            f" and {len(group.writers) - 4} more" if len(group.writers) > 4 else ""
+        )
         message = " ".join(group.texts[0].split())
         quote = message if len(message) <= _QUOTE else message[: _QUOTE - 3] + "..."
         blame = {
@@ -168,6 +173,15 @@ class _KnowledgeRule(Rule):
             next_steps=(*entry.next_steps, f"logsleuth explain {entry.id}"),
         )
         return replace(found, kind=entry.kind)
+
+
+def _label(index: EvidenceIndex, event: Event) -> str:
+    """Name the process that wrote ``event``: ``rank 3 (host pid 12)``, or what is known."""
+    stream = stream_of(event)
+    if stream != (None, None):
+        return describe(index, [stream])
+    rank = event.origin.rank if event.origin.rank is not None else getattr(event, "rank", None)
+    return f"rank {rank}" if isinstance(rank, int) else "a process"
 
 
 def _confidence(entry: Entry, named: bool) -> float:
