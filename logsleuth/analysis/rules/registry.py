@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from logsleuth.analysis.rules.anomalies import HostNameCollision, TopologyFileForced
 from logsleuth.analysis.rules.base import Rule
 from logsleuth.analysis.rules.collectives import (
     CollectiveMismatch,
@@ -54,6 +55,8 @@ RULES: tuple[type[Rule], ...] = tuple(
             ConcurrentCommUse,
             *TOPOLOGY_RULES,
             *KNOWLEDGE_RULES,
+            TopologyFileForced,
+            HostNameCollision,
         ),
         key=lambda r: r.code,
     )
