@@ -97,3 +97,43 @@ def nccl_line(
     """Return ``message`` as a WARN line with NCCL's prefix (``host:pid:tid [dev] file:line``)."""
     source = file.split(",")[0]
     return f"{host}:{pid}:{tid} [0] {source}:123 NCCL WARN {message}"
+
+
+@dataclass(frozen=True)
+class MessageRow:
+    """One row of ``torch-distributed-messages.tsv``."""
+
+    line: int
+    level: str
+    component: str
+    format: str
+    meaning: str
+
+
+def torch_rows(path: Path = TORCH_MESSAGES) -> list[MessageRow]:
+    """Return the rows of the framework message catalog with their line numbers."""
+    rows: list[MessageRow] = []
+    with path.open(encoding="utf-8") as handle:
+        lines = [(n, t) for n, t in enumerate(handle, 1) if not t.startswith("#")]
+    header, *body = lines
+    names = header[1].rstrip("\n").split("\t")
+    for number, text in body:
+        cells = dict(zip(names, text.rstrip("\n").split("\t"), strict=False))
+        rows.append(
+            MessageRow(
+                number,
+                cells["level"],
+                cells["component"],
+                cells["format"],
+                cells.get("meaning", ""),
+            )
+        )
+    return rows
+
+
+def instantiate_torch(fmt: str) -> str:
+    """Return a framework message with sample arguments: ``{}``, ``{name}``, ``%s``, ``${x}`` -> 7."""
+    text = fmt.replace("\\n", " ").replace("\\t", " ").replace('\\"', '"')
+    text = re.sub(r"\$\{\w+\}", "7", text)
+    text = re.sub(r"\{[^{}]*\}", "7", text)
+    return re.sub(r"%[-#0 +]*\d*(?:\.\d+)?[lz]*[dsfuxg]", "7", text).strip()

@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from logsleuth.knowledge import entries, entry_by_id, lookup, match
-from tests.knowledge.catalog import ALTERNATE, FormatRow, instantiate, read_rows, warn_rows
+from tests.knowledge.catalog import (
+    ALTERNATE,
+    FormatRow,
+    instantiate,
+    instantiate_torch,
+    read_rows,
+    torch_rows,
+    warn_rows,
+)
 
 ROWS = warn_rows()
 
@@ -68,3 +76,59 @@ def test_instantiate_gives_the_message_nccl_prints() -> None:
     assert instantiate("size=0x%lx %zu %p %%") == "size=0x7f3a2c 12 0x7f3a2c001200 %"
     assert instantiate('set to \\"1\\".\\n') == 'set to "1".'
     assert instantiate("Call to {name} failed") == "Call to ibv_reg_mr failed"
+
+
+TORCH_ROWS = torch_rows()
+TORCH_EXEMPT = {
+    "template:_FAILURE_FORMAT_TEMPLATE": "torchrun's failure block, read whole as a ChildFailure event",
+    "template:_MSG_FORMAT_TEMPLATE": "torchrun's failure block, read whole as a ChildFailure event",
+}
+FRAMEWORK_ERROR_FLOOR = 0.30
+"""Share of the framework catalog's error-level rows (usage errors included) the entries read."""
+
+
+def test_every_explained_framework_message_maps_to_an_entry(report_figure: list[str]) -> None:
+    explained = [r for r in TORCH_ROWS if r.meaning]
+    exempt = [r for r in explained if r.level in TORCH_EXEMPT or r.format == "error - {}"]
+    unmatched = [
+        f"{r.line}: {r.format}"
+        for r in explained
+        if r not in exempt and lookup(instantiate_torch(r.format)) is None
+    ]
+    assert unmatched == []
+    assert len(exempt) == 4
+    report_figure.append(
+        f"framework catalog: {len(explained) - len(exempt)}/{len(explained)} messages with a "
+        f"meaning map to an entry ({len(exempt)} are torchrun's summary block or have no fixed text)"
+    )
+
+
+def test_framework_error_messages_are_read(report_figure: list[str]) -> None:
+    components = {
+        "c10d-nccl",
+        "c10d-nccl2",
+        "c10d-gloo",
+        "gloo",
+        "c10d-store",
+        "c10d",
+        "c10d-wrapper",
+        "elastic",
+        "deepspeed",
+        "xla",
+    }
+    errors = [
+        r
+        for r in TORCH_ROWS
+        if r.component in components
+        and any(
+            w in r.level
+            for w in ("ERROR", "THROW", "CHECK", "ENFORCE", "raise", "EXC", "MSG", "STR", "WARN")
+        )
+    ]
+    read = [r for r in errors if lookup(instantiate_torch(r.format)) is not None]
+    share = len(read) / len(errors)
+    report_figure.append(
+        f"framework catalog: {len(read)}/{len(errors)} ({share:.0%}) error-level messages (usage "
+        "errors such as 'Tensors must be contiguous' included) map to an entry"
+    )
+    assert share >= FRAMEWORK_ERROR_FLOOR

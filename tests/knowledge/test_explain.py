@@ -35,6 +35,8 @@ def test_explain_a_range_lists_its_rules(capsys: pytest.CaptureFixture[str]) -> 
         "LS701",
         "LS702",
         "LS703",
+        "LS704",
+        "LS705",
     ]
 
 
