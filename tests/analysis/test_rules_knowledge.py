@@ -94,6 +94,41 @@ def test_a_cause_outranks_the_symptoms_it_explains(tmp_path: Path) -> None:
     assert "LS702" not in {f.code for f in diagnosis.findings}
 
 
+SUMMARY = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError: 
+=======================================================
+train.py FAILED
+-------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+-------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-03-21_20:04:06
+  host      : gpu-node002
+  rank      : 5 (local_rank: 1)
+  exitcode  : -9 (pid: 86390)  (SIGKILL)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 86390
+=======================================================
+"""
+
+
+def test_errors_toward_a_peer_that_died_first_are_its_cascade(tmp_path: Path) -> None:
+    # A connection set up lazily after init, toward the host where rank 5 was killed.
+    warn = "socketStartConnect: Connect to 10.42.0.12<4321> failed : Connection refused"
+    (tmp_path / "launcher.log").write_text(SUMMARY)
+    nccl = tmp_path / "nccl"
+    nccl.mkdir()
+    _with_warns(nccl, {0: [warn]})
+    diagnosis = analyze([str(tmp_path)]).diagnosis
+    assert (diagnosis.verdict.kind, diagnosis.verdict.culprit_ranks) == ("process-died", (5,))
+    cascade = [f for f in diagnosis.findings if f.code == "LS701"]
+    assert [(f.kind, f.severity, f.hosts) for f in cascade] == [
+        ("bootstrap-failure", "warning", ("gpu-node002",))
+    ]
+    assert cascade[0].title.endswith("(after rank 5 (signal SIGKILL) died)")
+
+
 def test_a_harmless_warn_leaves_a_healthy_run_healthy(tmp_path: Path) -> None:
     diagnosis = _with_warns(
         tmp_path, {2: ["User asked for a minimum of 32 channels, limiting to 16"]}

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from logsleuth import knowledge
-from logsleuth.analysis.correlate import address_hosts, host_of_event
+from logsleuth.analysis.correlate import Death, address_hosts, host_of_event, own_deaths
 from logsleuth.analysis.index import EvidenceIndex, Stream
 from logsleuth.analysis.rules.base import Rule, culprits, describe, message_text
 from logsleuth.analysis.rules.network import REMOTE_CLOSED
@@ -103,6 +103,7 @@ class _Group:
     hosts: set[str]
     pids: set[int]
     named: str
+    deaths: list[Death] = field(default_factory=list)
 
 
 class _KnowledgeRule(Rule):
@@ -117,18 +118,27 @@ class _KnowledgeRule(Rule):
             for c in index.comms.values()
             for i in c.completed.values()
         }
+        deaths = own_deaths(index) if "cause" in self.roles else []
         groups: dict[tuple[str, tuple[int, ...], tuple[str, ...], tuple[int, ...]], _Group] = {}
         for known in known_messages(index):
             entry = known.hit.entry
             if entry.role not in self.roles or _read_elsewhere(index, known, completed):
                 continue
             ranks, hosts, pids, named = _blame(index, known)
+            # A peer that died on its own account first (torchrun's summary) explains what its
+            # peers saw of it: their errors toward it are the cascade, not a second cause.
+            died = [
+                d
+                for d in deaths
+                if entry.culprit == "peer" and (d.host in hosts or d.rank in ranks)
+            ]
             key = (entry.id, tuple(sorted(ranks)), tuple(sorted(hosts)), tuple(sorted(pids)))
             group = groups.get(key)
             if group is None:
                 group = groups[key] = _Group(
                     entry, [], [], [], set(ranks), set(hosts), set(pids), named
                 )
+            group.deaths.extend(d for d in died if d not in group.deaths)
             group.events.append(known.event)
             group.texts.append(known.text)
             label = _label(index, known.event)
@@ -161,16 +171,26 @@ class _KnowledgeRule(Rule):
             "symptom": " This is what a victim sees; a root cause elsewhere outranks it.",
             "internal": " NCCL's own consistency check failed.",
         }.get(entry.role, "")
+        severity = entry.severity
+        confidence = _confidence(entry, bool(group.ranks or group.hosts or group.pids))
+        steps = (*entry.next_steps, f"logsleuth explain {entry.id}")
+        title = f"{seen_on}: {quote}"
+        if group.deaths:
+            who = ", ".join(f"rank {d.rank} ({d.how})" for d in group.deaths)
+            severity, confidence = "warning", 0.6
+            title = f"{title} (after {who} died)"
+            role = f" {who} had died first: this is its peers seeing it, not a second cause."
+            steps = (f"Find out why {who} died (its own output, dmesg).", *steps)
         found = self.finding(
-            severity=entry.severity,
-            title=f"{seen_on}: {quote}",
+            severity=severity,
+            title=title,
             detail=f"{entry.meaning} {blame}{role} ({entry.id}; seen {len(group.events)} time(s).)",
             events=group.events,
             ranks=group.ranks,
             hosts=group.hosts,
             pids=group.pids,
-            confidence=_confidence(entry, bool(group.ranks or group.hosts or group.pids)),
-            next_steps=(*entry.next_steps, f"logsleuth explain {entry.id}"),
+            confidence=confidence,
+            next_steps=steps,
         )
         return replace(found, kind=entry.kind)
 
