@@ -94,7 +94,7 @@ def test_a_cause_outranks_the_symptoms_it_explains(tmp_path: Path) -> None:
     assert "LS702" not in {f.code for f in diagnosis.findings}
 
 
-SUMMARY = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError: 
+SUMMARY = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
 =======================================================
 train.py FAILED
 -------------------------------------------------------
