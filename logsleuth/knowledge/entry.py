@@ -48,6 +48,8 @@ class Entry:
         fires: Example messages that must match this entry.
         not_fires: Similar messages that must not match this entry.
         defer_to: The finding code of a rule that reads this message better, if any.
+        before_init_kind: The kind the message has when its writer never completed a
+            communicator init (a closed connection during bootstrap is a bootstrap failure).
         source: The data file the entry was read from.
     """
 
@@ -66,6 +68,7 @@ class Entry:
     fires: tuple[str, ...]
     not_fires: tuple[str, ...] = ()
     defer_to: str | None = None
+    before_init_kind: str | None = None
     source: str = ""
 
     def search(self, text: str, lowered: str | None = None) -> re.Match[str] | None:
@@ -133,6 +136,7 @@ def build_entry(raw: Mapping[str, object], source: str) -> Entry:
     known = {
         "id", "family", "patterns", "keywords", "kind", "role", "culprit", "severity",
         "priority", "meaning", "next_steps", "explain", "fires", "not_fires", "defer_to",
+        "before_init_kind",
     }  # fmt: skip
     unknown = sorted(set(raw) - known)
     if unknown:
@@ -170,6 +174,9 @@ def build_entry(raw: Mapping[str, object], source: str) -> Entry:
     defer = raw.get("defer_to")
     if defer is not None and (not isinstance(defer, str) or not re.fullmatch(r"LS\d{3}", defer)):
         raise fail("'defer_to' must be a finding code such as LS201")
+    before_init = raw.get("before_init_kind")
+    if before_init is not None and before_init not in KINDS:
+        raise fail(f"unknown before_init_kind {before_init!r}")
     return Entry(
         id=ident,
         family=text("family"),
@@ -186,5 +193,6 @@ def build_entry(raw: Mapping[str, object], source: str) -> Entry:
         fires=texts("fires"),
         not_fires=texts("not_fires", required=False),
         defer_to=defer,
+        before_init_kind=before_init if isinstance(before_init, str) else None,
         source=source,
     )

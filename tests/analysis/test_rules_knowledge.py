@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from logsleuth.analysis.diagnose import diagnose
 from logsleuth.api import analyze
 from logsleuth.knowledge import lookup
+from logsleuth.model.base import Origin, SourceRef
 from logsleuth.model.diagnosis import Diagnosis
+from logsleuth.model.messages import LogMessage
+from logsleuth.parse.discover import discover
+from logsleuth.parse.dispatch import read_inputs
 from tests.knowledge.catalog import nccl_line
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -213,3 +219,58 @@ def test_corpus_cases_caused_by_a_printed_message(
     hit = lookup(diagnosis.findings[0].evidence[0].text)
     assert hit is not None
     assert (hit.entry.id, hit.entry.kind, hit.entry.culprit) == (entry, kind, side)
+
+
+def _message(text: str, line: int = 1, family: str = "nccl") -> LogMessage:
+    return LogMessage(
+        ref=SourceRef("rank0.log", line),
+        text=text,
+        family=family,
+        level="WARN",
+        catalog=None,
+        message=text,
+    )
+
+
+def test_a_message_found_anywhere_in_a_line_is_read() -> None:
+    """The parser's LogMessage (a WARN behind a foreign prefix, a framework message) counts too."""
+    text = "posix_fallocate failed: No space left on device"
+    diagnosis = diagnose(
+        [_message(f"Error: failed to extend /dev/shm/nccl-k2 to 9637892 bytes ({text})")], [], "0"
+    )
+    assert (diagnosis.verdict.kind, diagnosis.verdict.code) == ("resource-exhausted", "LS701")
+
+
+def test_a_connection_closed_during_bootstrap_is_a_bootstrap_failure() -> None:
+    closed = _message("socketProgress: Connection closed by remote peer 10.10.1.3<36138>")
+    verdict = diagnose([closed], [], "0").verdict
+    assert (verdict.kind, verdict.code) == ("bootstrap-failure", "LS702")
+    assert (verdict.culprit_ranks, verdict.culprit_hosts) == ((), ("10.10.1.3",))
+
+
+def test_the_same_message_after_init_is_a_dead_peer() -> None:
+    sources, _ = discover([str(HEALTHY / "gpu-node001.56683.log")])
+    (result,) = list(read_inputs(sources, keep_ops=64))
+    assert not isinstance(result, Exception)
+    closed = replace(
+        _message("socketProgress: Connection closed by remote peer 10.10.1.3<36138>", 999),
+        origin=Origin(host="gpu-node001", pid=56683, tid=56690),
+    )
+    verdict = diagnose([*result.events, closed], [result.summary], "0").verdict
+    assert (verdict.kind, verdict.code, verdict.culprit_hosts) == (
+        "process-died",
+        "LS702",
+        ("10.10.1.3",),
+    )
+
+
+def test_horovod_shutting_down_is_what_the_survivors_see() -> None:
+    events = [
+        _message(
+            "Horovod has been shut down. This was caused by an exception on one of the ranks",
+            2,
+            "horovod",
+        )
+    ]
+    verdict = diagnose(events, [], "0").verdict
+    assert (verdict.kind, verdict.code, verdict.culprit_ranks) == ("process-died", "LS702", ())

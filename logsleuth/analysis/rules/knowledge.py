@@ -96,6 +96,7 @@ def _read_elsewhere(index: EvidenceIndex, known: Known, completed: set[Stream]) 
 @dataclass(slots=True)
 class _Group:
     entry: Entry
+    kind: str
     events: list[Event]
     writers: list[str]
     texts: list[str]
@@ -119,7 +120,9 @@ class _KnowledgeRule(Rule):
             for i in c.completed.values()
         }
         deaths = own_deaths(index) if "cause" in self.roles else []
-        groups: dict[tuple[str, tuple[int, ...], tuple[str, ...], tuple[int, ...]], _Group] = {}
+        groups: dict[
+            tuple[str, str, tuple[int, ...], tuple[str, ...], tuple[int, ...]], _Group
+        ] = {}
         for known in known_messages(index):
             entry = known.hit.entry
             if entry.role not in self.roles or _read_elsewhere(index, known, completed):
@@ -132,11 +135,12 @@ class _KnowledgeRule(Rule):
                 for d in deaths
                 if entry.culprit == "peer" and (d.host in hosts or d.rank in ranks)
             ]
-            key = (entry.id, tuple(sorted(ranks)), tuple(sorted(hosts)), tuple(sorted(pids)))
+            kind = _kind_in_phase(entry, known.event, completed)
+            key = (kind, entry.id, tuple(sorted(ranks)), tuple(sorted(hosts)), tuple(sorted(pids)))
             group = groups.get(key)
             if group is None:
                 group = groups[key] = _Group(
-                    entry, [], [], [], set(ranks), set(hosts), set(pids), named
+                    entry, kind, [], [], [], set(ranks), set(hosts), set(pids), named
                 )
             group.deaths.extend(d for d in died if d not in group.deaths)
             group.events.append(known.event)
@@ -192,7 +196,20 @@ class _KnowledgeRule(Rule):
             confidence=confidence,
             next_steps=steps,
         )
-        return replace(found, kind=entry.kind)
+        return replace(found, kind=group.kind)
+
+
+def _kind_in_phase(entry: Entry, event: Event, completed: set[Stream]) -> str:
+    """Return the entry's kind, or its ``before_init_kind`` when the writer never got past init.
+
+    A writer whose stream is unknown counts as before init only when no process of the
+    evidence completed one (an excerpt of the failing init itself).
+    """
+    if entry.before_init_kind is None:
+        return entry.kind
+    stream = stream_of(event)
+    before = stream not in completed if stream != (None, None) else not completed
+    return entry.before_init_kind if before else entry.kind
 
 
 def _label(index: EvidenceIndex, event: Event) -> str:
