@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from logsleuth import __version__
 from logsleuth.errors import (
@@ -21,6 +22,9 @@ from logsleuth.errors import (
     UsageError,
 )
 from logsleuth.model.diagnosis import Diagnosis
+
+if TYPE_CHECKING:
+    from logsleuth.knowledge import Entry
 
 PROG = "logsleuth"
 
@@ -64,10 +68,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     explain = sub.add_parser(
         "explain",
-        help="explain a finding code (LS101 ...); without a code, list them all",
-        description="Print what a rule's finding means: symptom, likely causes, what to check.",
+        help="explain a finding code (LS101 ...) or a known message; without one, list them all",
+        description="Print what a rule's finding or a known message means: symptom, likely "
+        "causes, what to check.",
     )
-    explain.add_argument("code", nargs="?", help="rule code (LS101) or name (collective.missing)")
+    explain.add_argument(
+        "code",
+        nargs="?",
+        help="rule code (LS101), a range (LS2xx), a rule name (collective.missing), a "
+        "known message's id, or words of a message",
+    )
+    explain.add_argument(
+        "--messages", action="store_true", help="list the known messages (the knowledge base)"
+    )
     explain.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
 
     live = sub.add_parser(
@@ -257,19 +270,40 @@ def _run_coverage(args: argparse.Namespace) -> int:
 
 
 def _run_explain(args: argparse.Namespace) -> int:
+    from logsleuth import knowledge
     from logsleuth.analysis.rules.registry import RULES, rule_by_code
 
-    if not args.code:
+    if args.messages:
+        _write_entries(knowledge.entries())
+        return EXIT_OK
+    if not args.code or re.fullmatch(r"(?i)LS\d[x\d]x", args.code.strip()):
+        prefix = (args.code or "").strip().upper().rstrip("X")
         for each in RULES:
-            sys.stdout.write(f"{each.code}  {each.name:<28} {each.kind:<22} {each.summary()}\n")
+            if each.code.startswith(prefix):
+                sys.stdout.write(f"{each.code}  {each.name:<28} {each.kind:<22} {each.summary()}\n")
         return EXIT_OK
     rule = rule_by_code(args.code)
-    if rule is None:
-        codes = ", ".join(r.code for r in RULES)
-        sys.stderr.write(f"{PROG}: error: unknown finding code {args.code!r} (known: {codes})\n")
-        return EXIT_USAGE
-    sys.stdout.write(rule.explain())
-    return EXIT_OK
+    if rule is not None:
+        sys.stdout.write(rule.explain())
+        return EXIT_OK
+    found = knowledge.search(args.code)
+    if len(found) == 1:
+        sys.stdout.write(found[0].describe())
+        return EXIT_OK
+    if found:
+        _write_entries(found)
+        return EXIT_OK
+    codes = ", ".join(r.code for r in RULES)
+    sys.stderr.write(
+        f"{PROG}: error: unknown finding code {args.code!r} (known: {codes}), "
+        "and no known message matches it\n"
+    )
+    return EXIT_USAGE
+
+
+def _write_entries(entries: Sequence[Entry]) -> None:
+    for entry in entries:
+        sys.stdout.write(f"{entry.id:<28} {entry.kind:<20} {entry.role:<9} {entry.meaning}\n")
 
 
 def _default_out() -> Path:

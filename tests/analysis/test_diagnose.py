@@ -60,7 +60,8 @@ def test_inconclusive_names_exactly_what_is_missing(tmp_path: Path) -> None:
     log.write_text(
         "gpu-node001:4242:4242 [0] NCCL INFO Bootstrap : Using eth0:10.42.0.11<0>\n"
         "\n"
-        "gpu-node001:4242:4290 [0] graph/search.cc:1125 NCCL WARN Could not find a path for pattern 4, falling back to simple order\n"
+        # A WARN no knowledge-base entry reads (a known harmless one would leave it healthy).
+        "gpu-node001:4242:4290 [0] net_custom.cc:88 NCCL WARN NET/Custom : transport reported state 7\n"
     )
     d = analyze([str(log)]).diagnosis
     assert (d.verdict.kind, d.verdict.code) == ("inconclusive", "LS001")

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from logsleuth.analysis.health import health_proofs, unproven_streams
 from logsleuth.analysis.index import EvidenceIndex
 from logsleuth.analysis.rules.base import Rule, describe, evidence_of
+from logsleuth.analysis.rules.knowledge import explained_by_knowledge
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.flight import FlightRecorderDump
@@ -122,9 +123,14 @@ class Unproven(Rule):
 
 
 def _unexplained(index: EvidenceIndex) -> list[Event]:
-    """Evidence of a failure: NCCL WARNs, error traces, failed processes, a detected stall."""
-    unexplained: list[Event] = [w for w in index.warns if w.family != "other"]
-    unexplained += [w for w in index.warns if w.family == "other"]
+    """Evidence of a failure: NCCL WARNs, error traces, failed processes, a detected stall.
+
+    WARNs the knowledge base reads as harmless (adjusted settings, fallbacks, cleanup noise)
+    are no evidence of a failure; the known symptoms are LS702's.
+    """
+    warns = [w for w in index.warns if not explained_by_knowledge(w)]
+    unexplained: list[Event] = [w for w in warns if w.family != "other"]
+    unexplained += [w for w in warns if w.family == "other"]
     unexplained += [t for t in index.traces if t.code != 0]
     unexplained += index.failures
     unexplained += [m for m in index.manifests if m.stalled_at]

@@ -15,7 +15,7 @@ from logsleuth.model.diagnosis import Finding
 from logsleuth.model.torch import WatchdogError
 
 _ADDRESS = re.compile(r"(\d{1,3}(?:\.\d{1,3}){3}|\[?[0-9a-fA-F:]+:[0-9a-fA-F:%\w]*\]?)<(\d+)>")
-_REMOTE = re.compile(
+REMOTE_CLOSED = re.compile(
     r"remote process exited|Broken pipe|Connection reset by peer|Connection closed by remote"
     r"|peer closed|socketProgress|Call to recv from",
     re.IGNORECASE,
@@ -234,13 +234,13 @@ class RemoteClosed(Rule):
         for e in index.torch:
             if isinstance(e, WatchdogError):
                 text = f"{e.reason} {e.detail or ''}"
-                if _REMOTE.search(text):
+                if REMOTE_CLOSED.search(text):
                     events.append(e)
                     if e.rank is not None:
                         report_ranks.add(e.rank)
                     peers.update(f"{m.group(1)}" for m in _ADDRESS.finditer(text))
         for warn in index.warns:
-            if warn.family in ("socket", "proxy") and _REMOTE.search(warn.message):
+            if warn.family in ("socket", "proxy") and REMOTE_CLOSED.search(warn.message):
                 events.append(warn)
                 reporters.add(stream_of(warn))
                 peers.update(m.group(1) for m in _ADDRESS.finditer(warn.message))

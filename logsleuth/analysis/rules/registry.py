@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from logsleuth.analysis.rules.anomalies import HostNameCollision, TopologyFileForced
 from logsleuth.analysis.rules.base import Rule
 from logsleuth.analysis.rules.collectives import (
     CollectiveMismatch,
@@ -16,6 +17,7 @@ from logsleuth.analysis.rules.gloo import GlooSizeSender
 from logsleuth.analysis.rules.gpu import CudaError, DuplicateGpu, ShmExhausted
 from logsleuth.analysis.rules.inconclusive import Inconclusive, Unproven
 from logsleuth.analysis.rules.init import InitNeverReached
+from logsleuth.analysis.rules.knowledge import KNOWLEDGE_RULES
 from logsleuth.analysis.rules.network import BootstrapFailure, IbCompletionError, RemoteClosed
 from logsleuth.analysis.rules.process import LeftEarly, ProcessDied
 from logsleuth.analysis.rules.ras import RasMissingProcess
@@ -53,6 +55,9 @@ RULES: tuple[type[Rule], ...] = tuple(
             UnwaitedCollective,
             ConcurrentCommUse,
             *TOPOLOGY_RULES,
+            *KNOWLEDGE_RULES,
+            TopologyFileForced,
+            HostNameCollision,
         ),
         key=lambda r: r.code,
     )

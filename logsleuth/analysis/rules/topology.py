@@ -15,7 +15,8 @@ from logsleuth.model.nccl import NcclEnv, NcclInterface, NcclNetDevices, NcclNet
 from logsleuth.model.ranks import format_ranks
 
 _VIRTUAL_IFACE = re.compile(
-    r"^(?:lo|docker\d*|veth.*|virbr\d*|br-.*|cni\d*|flannel.*|cali.*|vxlan.*)$"
+    r"^(?:lo|docker\d*|veth.*|virbr\d*|br-.*|cni\d*|flannel.*|cali.*|vxlan.*"
+    r"|ip6tnl\d*|tunl\d*|tun\d*|tap\d*|sit\d*|gre\w*)$"
 )
 _BAD_ADDRESS = re.compile(r"^(?:127\.|169\.254\.|fe80:|::1$)", re.IGNORECASE)
 

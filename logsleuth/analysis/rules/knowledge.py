@@ -1,0 +1,362 @@
+"""Rules that read what NCCL and the frameworks say went wrong, through the knowledge base.
+
+The knowledge base (:mod:`logsleuth.knowledge`) decides what one message means: its kind,
+whether it names a root cause or what a victim sees, and which side is to blame. These rules
+decide what that means for the job: which processes wrote it, which peer it names, and how
+strongly it competes with the other findings. Messages that a more specific rule reads
+(``defer_to``) are left to that rule.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+from logsleuth import knowledge
+from logsleuth.analysis.correlate import Death, address_hosts, host_of_event, own_deaths
+from logsleuth.analysis.index import EvidenceIndex, Stream
+from logsleuth.analysis.rules.base import Rule, culprits, describe, message_text
+from logsleuth.analysis.rules.network import REMOTE_CLOSED
+from logsleuth.analysis.rules.streams import stream_of, traces_of
+from logsleuth.knowledge import Entry, Hit
+from logsleuth.model.base import Event
+from logsleuth.model.diagnosis import Finding
+from logsleuth.model.messages import LogMessage
+from logsleuth.model.nccl import NcclWarn
+from logsleuth.model.torch import GlooError, PythonTraceback, WatchdogError
+
+_IP = re.compile(r"(\d{1,3}(?:\.\d{1,3}){3})")
+_QUOTE = 160
+"""Characters of a message quoted in a title."""
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """An event whose message the knowledge base recognized."""
+
+    event: Event
+    hit: Hit
+    text: str
+
+
+def event_text(event: Event) -> str:
+    """Return the message text of an error event, chained exception messages included."""
+    text = message_text(event).strip()
+    if isinstance(event, PythonTraceback) and event.causes:
+        text = " ".join([text, *(m for _, m in event.causes if m)])
+    return text
+
+
+def known_messages(index: EvidenceIndex) -> list[Known]:
+    """Return the events whose message text an entry of the knowledge base matches."""
+    events: list[Event] = [*index.warns, *index.all_of(LogMessage), *index.failures]
+    events += [e for e in index.torch if isinstance(e, WatchdogError | PythonTraceback | GlooError)]
+    found: list[Known] = []
+    for event in events:
+        text = event_text(event)
+        hit = knowledge.lookup(text) if text else None
+        if hit is not None:
+            found.append(Known(event, hit, text))
+    return found
+
+
+def explained_by_knowledge(warn: NcclWarn) -> bool:
+    """Say whether ``warn`` needs no fallback: harmless (benign, a warning) or a known symptom.
+
+    Known causes and internal errors raise error findings of their own; a known symptom is
+    reported by :class:`KnownSymptom`, which runs where the generic fallback would.
+    """
+    entry = knowledge.match(warn.message)
+    return entry is not None and (entry.severity in ("info", "warning") or entry.role == "symptom")
+
+
+def _read_elsewhere(index: EvidenceIndex, known: Known, completed: set[Stream]) -> bool:
+    """Say whether the rule named by the entry's ``defer_to`` reads this event itself."""
+    event, code = known.event, known.hit.entry.defer_to
+    if code is None:
+        return False
+    if isinstance(event, WatchdogError):
+        return code == "LS203" and bool(REMOTE_CLOSED.search(known.text))
+    if not isinstance(event, NcclWarn):
+        return False
+    family = {"LS301": "duplicate-gpu", "LS302": "shm", "LS303": "cuda", "LS202": "ib-completion"}
+    if code in family:
+        return event.family == family[code]
+    if code == "LS203":
+        return event.family in ("socket", "proxy") and bool(REMOTE_CLOSED.search(event.message))
+    if code == "LS201" and event.family == "socket" and "connect" in event.message.lower():
+        stream = stream_of(event)
+        return stream not in completed or any(
+            "bootstrap" in t.file for t in traces_of(index, stream)
+        )
+    return False
+
+
+@dataclass(slots=True)
+class _Group:
+    entry: Entry
+    kind: str
+    events: list[Event]
+    writers: list[str]
+    texts: list[str]
+    ranks: set[int]
+    hosts: set[str]
+    pids: set[int]
+    named: str
+    deaths: list[Death] = field(default_factory=list)
+
+
+class _KnowledgeRule(Rule):
+    """Shared reading of known messages; subclasses pick the roles they report."""
+
+    roles: tuple[str, ...] = ()
+    kind = "inconclusive"
+
+    def check(self, index: EvidenceIndex) -> Iterable[Finding]:
+        completed = {
+            (i.origin.host, i.origin.pid)
+            for c in index.comms.values()
+            for i in c.completed.values()
+        }
+        deaths = own_deaths(index) if "cause" in self.roles else []
+        groups: dict[
+            tuple[str, str, tuple[int, ...], tuple[str, ...], tuple[int, ...]], _Group
+        ] = {}
+        for known in known_messages(index):
+            entry = known.hit.entry
+            if entry.role not in self.roles or _read_elsewhere(index, known, completed):
+                continue
+            ranks, hosts, pids, named = _blame(index, known)
+            # A peer that died on its own account first (torchrun's summary) explains what its
+            # peers saw of it: their errors toward it are the cascade, not a second cause.
+            died = [
+                d
+                for d in deaths
+                if entry.culprit == "peer" and (d.host in hosts or d.rank in ranks)
+            ]
+            kind = _kind_in_phase(entry, known.event, completed)
+            key = (kind, entry.id, tuple(sorted(ranks)), tuple(sorted(hosts)), tuple(sorted(pids)))
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = _Group(
+                    entry, kind, [], [], [], set(ranks), set(hosts), set(pids), named
+                )
+            group.deaths.extend(d for d in died if d not in group.deaths)
+            group.events.append(known.event)
+            group.texts.append(known.text)
+            label = _label(index, known.event)
+            if label not in group.writers:
+                group.writers.append(label)
+        for group in sorted(
+            groups.values(), key=lambda g: (-g.entry.priority, g.entry.id, sorted(g.ranks))
+        ):
+            yield self._finding(index, group)
+
+    def _finding(self, index: EvidenceIndex, group: _Group) -> Finding:
+        entry = group.entry
+        seen_on = ", ".join(group.writers[:4]) + (
+            f" and {len(group.writers) - 4} more" if len(group.writers) > 4 else ""
+        )
+        message = " ".join(group.texts[0].split())
+        quote = message if len(message) <= _QUOTE else message[: _QUOTE - 3] + "..."
+        blame = {
+            "self": f"The process that printed it is the culprit ({seen_on}).",
+            "host": f"The fault is on the host ({', '.join(sorted(group.hosts)) or 'of the writer'}), not in one rank.",
+            "peer": (
+                f"It points away from the writer: the culprit is {group.named}."
+                if group.named
+                else "It points away from the writer, at a peer the message does not name."
+            ),
+            "none": "It names no single culprit.",
+        }[entry.culprit]
+        role = {
+            "cause": "",
+            "symptom": " This is what a victim sees; a root cause elsewhere outranks it.",
+            "internal": " NCCL's own consistency check failed.",
+        }.get(entry.role, "")
+        severity = entry.severity
+        confidence = _confidence(entry, bool(group.ranks or group.hosts or group.pids))
+        steps = (*entry.next_steps, f"logsleuth explain {entry.id}")
+        title = f"{seen_on}: {quote}"
+        if group.deaths:
+            who = ", ".join(f"rank {d.rank} ({d.how})" for d in group.deaths)
+            severity, confidence = "warning", 0.6
+            title = f"{title} (after {who} died)"
+            role = f" {who} had died first: this is its peers seeing it, not a second cause."
+            steps = (f"Find out why {who} died (its own output, dmesg).", *steps)
+        found = self.finding(
+            severity=severity,
+            title=title,
+            detail=f"{entry.meaning} {blame}{role} ({entry.id}; seen {len(group.events)} time(s).)",
+            events=group.events,
+            ranks=group.ranks,
+            hosts=group.hosts,
+            pids=group.pids,
+            confidence=confidence,
+            next_steps=steps,
+        )
+        return replace(found, kind=group.kind)
+
+
+def _kind_in_phase(entry: Entry, event: Event, completed: set[Stream]) -> str:
+    """Return the entry's kind, or its ``before_init_kind`` when the writer never got past init.
+
+    A writer whose stream is unknown counts as before init only when no process of the
+    evidence completed one (an excerpt of the failing init itself).
+    """
+    if entry.before_init_kind is None:
+        return entry.kind
+    stream = stream_of(event)
+    before = stream not in completed if stream != (None, None) else not completed
+    return entry.before_init_kind if before else entry.kind
+
+
+def _label(index: EvidenceIndex, event: Event) -> str:
+    """Name the process that wrote ``event``: ``rank 3 (host pid 12)``, or what is known."""
+    stream = stream_of(event)
+    if stream != (None, None):
+        return describe(index, [stream])
+    rank = event.origin.rank if event.origin.rank is not None else getattr(event, "rank", None)
+    return f"rank {rank}" if isinstance(rank, int) else "a process"
+
+
+def _confidence(entry: Entry, named: bool) -> float:
+    if entry.role == "symptom":
+        return 0.35
+    if entry.role == "internal":
+        return 0.4
+    if entry.severity == "warning":
+        return 0.5
+    if entry.culprit == "none" or not named:
+        return 0.55
+    return 0.7 if entry.culprit in ("self", "host") else 0.6
+
+
+def _writer(index: EvidenceIndex, event: Event) -> tuple[list[int], list[str], list[int]]:
+    stream = stream_of(event)
+    ranks, hosts, pids = culprits(index, [stream]) if stream != (None, None) else ([], [], [])
+    rank = event.origin.rank if event.origin.rank is not None else getattr(event, "rank", None)
+    if isinstance(rank, int) and rank not in ranks:
+        ranks.append(rank)
+    if not hosts:
+        host = host_of_event(index, event) or getattr(event, "host", None)
+        if isinstance(host, str) and host:
+            hosts.append(host)
+    if not pids and isinstance(getattr(event, "pid", None), int):
+        pids.append(event.pid)  # type: ignore[attr-defined]
+    return ranks, hosts, pids
+
+
+def _blame(index: EvidenceIndex, known: Known) -> tuple[list[int], list[str], list[int], str]:
+    """Return the culprit (ranks, hosts, pids) of a known message and how to name it."""
+    side = known.hit.entry.culprit
+    if side == "self":
+        ranks, hosts, pids = _writer(index, known.event)
+        return ranks, hosts, pids, ""
+    if side == "host":
+        _ranks, hosts, pids = _writer(index, known.event)
+        return [], hosts, pids, ""
+    if side == "none":
+        return [], [], [], ""
+    return _peer(index, known.hit)
+
+
+def _peer(index: EvidenceIndex, hit: Hit) -> tuple[list[int], list[str], list[int], str]:
+    """Resolve the peer a message names: an address (to its host), a rank, or a host name."""
+    rank = hit.field("rank")
+    if rank is not None and rank.isdigit():
+        proc = index.proc_of_rank(int(rank))
+        hosts = [proc.host] if proc and proc.host else []
+        pids = [proc.pid] if proc and proc.pid is not None else []
+        return [int(rank)], hosts, pids, f"rank {rank}"
+    address = hit.field("peer") or hit.field("host")
+    if not address:
+        return [], [], [], ""
+    match = _IP.search(address)
+    if match is None:
+        name = address.strip("[]()<>,.")
+        return [], [name] if name else [], [], f"host {name}"
+    host = address_hosts(index).get(match.group(1))
+    if host is None:
+        return [], [match.group(1)], [], f"the process at {match.group(1)}"
+    local = sorted(
+        (p for p in index.procs.values() if p.host == host and p.rank is not None),
+        key=lambda p: p.rank or 0,
+    )
+    ranks = [local[0].rank] if len(local) == 1 and local[0].rank is not None else []
+    return ranks, [host], [], f"host {host} ({match.group(1)})"
+
+
+class KnownCause(_KnowledgeRule):
+    """NCCL or the framework printed a message that names the failure's cause.
+
+    Symptom:
+        A WARN or error message that the knowledge base knows as a root cause, e.g.
+        ``socketFinalizeAccept: wrong type``, ``XML Import Channel : dev 5 not found``,
+        ``Call to ibv_reg_mr failed with error Cannot allocate memory``, ``Failed to bind
+        NVLink SHARP (NVLS) Multicast memory``, ``Duplicate GPU detected`` inside a
+        ``DistBackendError ... Last error:`` block. The finding takes the entry's kind.
+
+    Likely causes:
+        Whatever the entry says (``logsleuth explain ENTRY-ID`` prints it): a resource
+        limit of the host, a misconfigured interface or topology file, a broken NIC or GPU,
+        a bad argument of this rank, a version mismatch.
+
+    What to check:
+        The next steps of the entry, on the culprit the message points at: the writer itself,
+        its host, or the peer it names (resolved to a host through the interfaces the ranks
+        logged).
+    """
+
+    code = "LS701"
+    name = "knowledge.cause"
+    roles = ("cause",)
+
+
+class KnownSymptom(_KnowledgeRule):
+    """A victim's message (a closed connection, a remote error) with no root cause found.
+
+    Symptom:
+        Messages that the knowledge base knows as what a rank sees when something else
+        failed: ``Connection closed by remote peer``, ``ncclRemoteError``, ``Horovod has been
+        shut down``, a gloo ``Connection closed by peer``. Reported only when no other rule
+        found an error, and then pointing away from the writer.
+
+    Likely causes:
+        The peer process died (exception, OOM kill, scheduler kill) or the network between
+        the two dropped.
+
+    What to check:
+        The logs of the peer named (or of every other rank when none is named): its own
+        failure is the cause; collect the logs of all ranks if they are missing.
+    """
+
+    code = "LS702"
+    name = "knowledge.symptom"
+    roles = ("symptom",)
+    fallback = True
+
+
+class NcclInternalError(_KnowledgeRule):
+    """NCCL failed one of its own consistency checks.
+
+    Symptom:
+        A WARN such as ``Element 3 of pool 0 has been lost``, ``ring 2 does not loop back to
+        start`` or ``internal error - please report this issue to the NCCL developers``.
+
+    Likely causes:
+        An NCCL bug, ranks running different NCCL versions or settings (inconsistent rings),
+        memory corruption, or an abort already in progress.
+
+    What to check:
+        The NCCL version of every rank (they must match), an earlier error in the same
+        process, then the latest NCCL release; report it upstream with all ranks' logs.
+    """
+
+    code = "LS703"
+    name = "knowledge.nccl_internal"
+    roles = ("internal",)
+
+
+KNOWLEDGE_RULES: Sequence[type[Rule]] = (KnownCause, KnownSymptom, NcclInternalError)

@@ -1,0 +1,276 @@
+"""LS701-LS703: what NCCL and the frameworks say went wrong, read through the knowledge base."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from logsleuth.analysis.diagnose import diagnose
+from logsleuth.api import analyze
+from logsleuth.knowledge import lookup
+from logsleuth.model.base import Origin, SourceRef
+from logsleuth.model.diagnosis import Diagnosis
+from logsleuth.model.messages import LogMessage
+from logsleuth.parse.discover import discover
+from logsleuth.parse.dispatch import read_inputs
+from tests.knowledge.catalog import nccl_line
+
+ROOT = Path(__file__).resolve().parents[2]
+HEALTHY = ROOT / "fixtures" / "synthetic" / "healthy" / "nccl"
+CORPUS = ROOT / "fixtures" / "real" / "corpus"
+RANK_FILES = {
+    0: ("gpu-node001", 56683),
+    1: ("gpu-node001", 56685),
+    2: ("gpu-node001", 56687),
+    3: ("gpu-node001", 56690),
+    4: ("gpu-node002", 86389),
+    5: ("gpu-node002", 86390),
+    6: ("gpu-node002", 86392),
+    7: ("gpu-node002", 86394),
+}
+AFTER_INIT = 131
+"""Lines of a healthy rank log up to its Init COMPLETE; WARNs are inserted after them."""
+
+
+def _with_warns(tmp_path: Path, warns: dict[int, list[str]], ranks: range = range(8)) -> Diagnosis:
+    """Analyse the healthy 8-rank job with ``warns`` (rank -> WARN messages) put after init."""
+    for rank in ranks:
+        host, pid = RANK_FILES[rank]
+        name = f"{host}.{pid}.log"
+        if rank not in warns:
+            shutil.copy(HEALTHY / name, tmp_path / name)
+            continue
+        lines = (HEALTHY / name).read_text().splitlines(keepends=True)
+        extra = [nccl_line(m, "init.cc", host, pid, pid + 7) + "\n" for m in warns[rank]]
+        (tmp_path / name).write_text("".join(lines[:AFTER_INIT] + extra + lines[AFTER_INIT:]))
+    return analyze([str(tmp_path)]).diagnosis
+
+
+def test_a_cause_blames_the_rank_that_printed_it(tmp_path: Path) -> None:
+    diagnosis = _with_warns(tmp_path, {5: ["XML Import Channel : dev 5 not found."]})
+    verdict = diagnosis.verdict
+    assert (verdict.kind, verdict.code) == ("config-mismatch", "LS701")
+    assert (verdict.culprit_ranks, verdict.culprit_hosts, verdict.culprit_pids) == (
+        (5,),
+        ("gpu-node002",),
+        (86390,),
+    )
+    finding = diagnosis.findings[0]
+    assert finding.next_steps[-1] == "logsleuth explain topo.xml-file"
+    assert "XML Import Channel" in finding.evidence[0].text
+
+
+def test_a_foreign_connection_blames_the_host_of_the_address_named(tmp_path: Path) -> None:
+    diagnosis = _with_warns(
+        tmp_path, {0: ["socketFinalizeAccept from 10.42.0.12<38211>: wrong type 3 != 4"]}
+    )
+    verdict = diagnosis.verdict
+    assert (verdict.kind, verdict.code) == ("bootstrap-failure", "LS701")
+    assert verdict.culprit_hosts == ("gpu-node002",)
+    assert verdict.culprit_ranks == ()
+    assert "host gpu-node002 (10.42.0.12)" in diagnosis.findings[0].detail
+
+
+def test_a_victims_message_alone_points_at_the_peer(tmp_path: Path) -> None:
+    diagnosis = _with_warns(tmp_path, {0: ["Proxy Call to rank 5 failed (Setup)"]})
+    verdict = diagnosis.verdict
+    assert (verdict.kind, verdict.code) == ("process-died", "LS702")
+    assert (verdict.culprit_ranks, verdict.culprit_hosts, verdict.culprit_pids) == (
+        (5,),
+        ("gpu-node002",),
+        (86390,),
+    )
+    assert "LS001" not in {f.code for f in diagnosis.findings}
+
+
+def test_a_cause_outranks_the_symptoms_it_explains(tmp_path: Path) -> None:
+    diagnosis = _with_warns(
+        tmp_path,
+        {
+            0: ["Proxy Call to rank 5 failed (Setup)"],
+            5: ["NET/IB : Call to ibv_reg_mr failed with error Cannot allocate memory errno 12"],
+        },
+    )
+    verdict = diagnosis.verdict
+    assert (verdict.kind, verdict.code) == ("resource-exhausted", "LS701")
+    assert (verdict.culprit_ranks, verdict.culprit_hosts) == ((), ("gpu-node002",))
+    assert "LS702" not in {f.code for f in diagnosis.findings}
+
+
+SUMMARY = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+=======================================================
+train.py FAILED
+-------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+-------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-03-21_20:04:06
+  host      : gpu-node002
+  rank      : 5 (local_rank: 1)
+  exitcode  : -9 (pid: 86390)  (SIGKILL)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 86390
+=======================================================
+"""
+
+
+def test_errors_toward_a_peer_that_died_first_are_its_cascade(tmp_path: Path) -> None:
+    # A connection set up lazily after init, toward the host where rank 5 was killed.
+    warn = "socketStartConnect: Connect to 10.42.0.12<4321> failed : Connection refused"
+    (tmp_path / "launcher.log").write_text(SUMMARY)
+    nccl = tmp_path / "nccl"
+    nccl.mkdir()
+    _with_warns(nccl, {0: [warn]})
+    diagnosis = analyze([str(tmp_path)]).diagnosis
+    assert (diagnosis.verdict.kind, diagnosis.verdict.culprit_ranks) == ("process-died", (5,))
+    cascade = [f for f in diagnosis.findings if f.code == "LS701"]
+    assert [(f.kind, f.severity, f.hosts) for f in cascade] == [
+        ("bootstrap-failure", "warning", ("gpu-node002",))
+    ]
+    assert cascade[0].title.endswith("(after rank 5 (signal SIGKILL) died)")
+
+
+def test_a_harmless_warn_leaves_a_healthy_run_healthy(tmp_path: Path) -> None:
+    diagnosis = _with_warns(
+        tmp_path, {2: ["User asked for a minimum of 32 channels, limiting to 16"]}
+    )
+    assert diagnosis.verdict.kind == "healthy"
+    assert diagnosis.findings == ()
+
+
+def test_a_fallback_is_reported_without_failing_the_run(tmp_path: Path) -> None:
+    diagnosis = _with_warns(
+        tmp_path, {2: ["Cannot initialize CollNet, using point-to-point network instead"]}
+    )
+    assert diagnosis.verdict.kind == "healthy"
+    assert [(f.code, f.kind, f.severity) for f in diagnosis.findings] == [
+        ("LS701", "transport-degraded", "warning")
+    ]
+
+
+def test_an_internal_nccl_error_is_inconclusive_under_its_own_code(tmp_path: Path) -> None:
+    diagnosis = _with_warns(tmp_path, {3: ["Element 3 of pool 0 has been lost"]})
+    verdict = diagnosis.verdict
+    assert (verdict.kind, verdict.code, verdict.culprit_ranks) == ("inconclusive", "LS703", ())
+    assert any("upstream" in s for s in diagnosis.findings[0].next_steps)
+
+
+def test_a_message_a_specific_rule_reads_is_left_to_it(tmp_path: Path) -> None:
+    diagnosis = _with_warns(
+        tmp_path, {1: ["Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 18000"]}
+    )
+    assert diagnosis.verdict.code == "LS301"
+    assert "LS701" not in {f.code for f in diagnosis.findings}
+
+
+def test_the_nccl_warn_quoted_in_a_dist_backend_error_is_read(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_text(
+        "[rank1]: Traceback (most recent call last):\n"
+        '[rank1]:   File "/workspace/train.py", line 42, in <module>\n'
+        "[rank1]:     dist.barrier()\n"
+        "[rank1]: torch.distributed.DistBackendError: NCCL error in: "
+        "../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, invalid usage (run with "
+        "NCCL_DEBUG=WARN for details), NCCL version 2.20.5\n"
+        "[rank1]: ncclInvalidUsage: This usually reflects invalid usage of NCCL library.\n"
+        "[rank1]: Last error:\n"
+        "[rank1]: Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1b000\n"
+    )
+    verdict = analyze([str(log)]).diagnosis.verdict
+    assert (verdict.kind, verdict.code, verdict.culprit_ranks) == ("duplicate-gpu", "LS701", (1,))
+    assert verdict.summary.startswith("rank 1: ")
+
+
+ROOT_CAUSE_MESSAGES = [
+    ("001-horovod-duplicate-gpu-all-on-busid-1000", "duplicate-gpu", "init.duplicate-gpu", "self"),
+    ("003-ci-pod-dev-shm-exhausted", "resource-exhausted", "shm.exhausted", "host"),
+    ("007-roce-status12-then-status5-flush", "network-error", "ib.completion-error", "peer"),
+    (
+        "024-socket-broken-pipe-abort-complete-watchdog",
+        "process-died",
+        "result.remote-error",
+        "none",
+    ),
+    (
+        "028-bootstrap-connect-refused-foreign-ip",
+        "bootstrap-failure",
+        "socket.connect-failed",
+        "peer",
+    ),
+]
+"""Corpus cases whose root cause is a message NCCL or torch printed: the verdict's kind, and the
+entry that reads its first evidence line (kind and culprit side)."""
+
+
+@pytest.mark.parametrize(
+    ("case", "kind", "entry", "side"), ROOT_CAUSE_MESSAGES, ids=lambda v: str(v)[:3]
+)
+def test_corpus_cases_caused_by_a_printed_message(
+    case: str, kind: str, entry: str, side: str
+) -> None:
+    inputs = [str(p) for p in sorted((CORPUS / case).iterdir()) if not p.name.startswith("truth.")]
+    diagnosis = analyze(inputs).diagnosis
+    assert diagnosis.verdict.kind == kind
+    hit = lookup(diagnosis.findings[0].evidence[0].text)
+    assert hit is not None
+    assert (hit.entry.id, hit.entry.kind, hit.entry.culprit) == (entry, kind, side)
+
+
+def _message(text: str, line: int = 1, family: str = "nccl") -> LogMessage:
+    return LogMessage(
+        ref=SourceRef("rank0.log", line),
+        text=text,
+        family=family,
+        level="WARN",
+        catalog=None,
+        message=text,
+    )
+
+
+def test_a_message_found_anywhere_in_a_line_is_read() -> None:
+    """The parser's LogMessage (a WARN behind a foreign prefix, a framework message) counts too."""
+    text = "posix_fallocate failed: No space left on device"
+    diagnosis = diagnose(
+        [_message(f"Error: failed to extend /dev/shm/nccl-k2 to 9637892 bytes ({text})")], [], "0"
+    )
+    assert (diagnosis.verdict.kind, diagnosis.verdict.code) == ("resource-exhausted", "LS701")
+
+
+def test_a_connection_closed_during_bootstrap_is_a_bootstrap_failure() -> None:
+    closed = _message("socketProgress: Connection closed by remote peer 10.10.1.3<36138>")
+    verdict = diagnose([closed], [], "0").verdict
+    assert (verdict.kind, verdict.code) == ("bootstrap-failure", "LS702")
+    assert (verdict.culprit_ranks, verdict.culprit_hosts) == ((), ("10.10.1.3",))
+
+
+def test_the_same_message_after_init_is_a_dead_peer() -> None:
+    sources, _ = discover([str(HEALTHY / "gpu-node001.56683.log")])
+    (result,) = list(read_inputs(sources, keep_ops=64))
+    assert not isinstance(result, Exception)
+    closed = replace(
+        _message("socketProgress: Connection closed by remote peer 10.10.1.3<36138>", 999),
+        origin=Origin(host="gpu-node001", pid=56683, tid=56690),
+    )
+    verdict = diagnose([*result.events, closed], [result.summary], "0").verdict
+    assert (verdict.kind, verdict.code, verdict.culprit_hosts) == (
+        "process-died",
+        "LS702",
+        ("10.10.1.3",),
+    )
+
+
+def test_horovod_shutting_down_is_what_the_survivors_see() -> None:
+    events = [
+        _message(
+            "Horovod has been shut down. This was caused by an exception on one of the ranks",
+            2,
+            "horovod",
+        )
+    ]
+    verdict = diagnose(events, [], "0").verdict
+    assert (verdict.kind, verdict.code, verdict.culprit_ranks) == ("process-died", "LS702", ())
