@@ -8,6 +8,7 @@ from logsleuth.live.environment import (
     BOOTSTRAP_DIR,
     RUN_MARKER,
     diagnostics_env,
+    installed_torch_version,
     job_env,
     recorded_env,
 )
@@ -27,10 +28,31 @@ def test_diagnostics_point_into_the_bundle(tmp_path: Path) -> None:
     assert env["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"] == f"{out}/fr/pipe_"
     assert env["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1"
     assert env["TORCH_FR_BUFFER_SIZE"] == env["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "2000"
-    assert env["TORCH_CPP_LOG_LEVEL"] == "INFO"
+    assert env["TORCH_CPP_LOG_LEVEL"] == "WARNING"
     assert env["PYTHONUNBUFFERED"] == env["PYTHONFAULTHANDLER"] == "1"
     assert "TORCH_DISTRIBUTED_DEBUG" not in env
-    assert diagnostics_env(tmp_path, distributed_debug=True)["TORCH_DISTRIBUTED_DEBUG"] == "DETAIL"
+    detail = diagnostics_env(tmp_path, distributed_debug=True)
+    assert (detail["TORCH_DISTRIBUTED_DEBUG"], detail["TORCH_CPP_LOG_LEVEL"]) == ("DETAIL", "INFO")
+
+
+def test_flight_recorder_names_follow_the_jobs_torch(tmp_path: Path) -> None:
+    """2.8+ warns in every rank about the older names: set only the ones it reads."""
+    new = diagnostics_env(tmp_path, torch_version=(2, 13))
+    assert new["TORCH_FR_BUFFER_SIZE"] == "2000" and "TORCH_FR_DUMP_TEMP_FILE" in new
+    assert "TORCH_NCCL_TRACE_BUFFER_SIZE" not in new
+    assert "TORCH_NCCL_DEBUG_INFO_TEMP_FILE" not in new
+    old = diagnostics_env(tmp_path, torch_version=(2, 7))
+    assert old["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "2000" and "TORCH_FR_BUFFER_SIZE" not in old
+
+
+def test_installed_torch_version_reads_the_metadata() -> None:
+    import importlib.util
+
+    version = installed_torch_version()
+    if importlib.util.find_spec("torch") is None:
+        assert version is None
+    else:
+        assert version is not None and version >= (2, 0)
 
 
 def test_the_users_own_settings_win(tmp_path: Path) -> None:
