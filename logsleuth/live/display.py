@@ -46,8 +46,8 @@ class ConsoleReporter:
             return
         left = max(0.0, timeout - quiet)
         text = (
-            f"[cyan]waiting[/] no progress signal for {quiet:4.0f} s "
-            f"(last: {escape(signal)}); stall in {left:4.0f} s"
+            f"[cyan]waiting[/] no progress signal for {quiet:.0f} s "
+            f"(last: {escape(signal)}); stall in {left:.0f} s"
         )
         if self._status is None:
             self._status = self._console.status(text, spinner="dots")
