@@ -75,6 +75,7 @@ from logsleuth.live.procs import (
     group_members,
     is_alive,
     marked_processes,
+    parent_map,
 )
 
 BUNDLE_SCHEMA = "logsleuth.bundle/1"
@@ -238,10 +239,11 @@ class _Watcher:
     def io_moved(self) -> bool:
         """Return True when the ranks and their children read or wrote enough since last time."""
         pids: set[int] = set()
+        parents = parent_map() if self.ranks else {}
         for known in self.ranks.values():
             if is_alive(known.pid):
                 pids.add(known.pid)
-                pids.update(descendants(known.pid))
+                pids.update(descendants(known.pid, parents))
         moved = 0
         for pid in pids:
             now = _io_bytes(pid)
@@ -391,8 +393,12 @@ class _Watcher:
         labels = dict((pid, label) for label, pid in targets)
         for number in (1, 2):
             reporter.note(f"stack snapshot {number}/2 of {len(targets)} process(es)")
-            # --subprocesses: a rank's DataLoader workers are where a data stall is.
-            samples = sample_stacks([pid for _, pid in targets], self.pyspy, subprocesses=True)
+            # --subprocesses: a rank's DataLoader workers are where a data stall is. Without
+            # known ranks every job process is a target, and a launcher's dump would repeat
+            # its children's.
+            samples = sample_stacks(
+                [pid for _, pid in targets], self.pyspy, subprocesses=bool(self.ranks)
+            )
             failed = 0
             children = 0
             for pid, sample in samples.items():
