@@ -24,6 +24,15 @@ from logsleuth.model.diagnosis import Diagnosis
 PROG = "logsleuth"
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Wrap descriptions to the terminal; keep the epilogs' examples as they are written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that reports usage errors in one line with exit code 2."""
 
@@ -61,13 +70,15 @@ analysable input, 3 internal error.""",
   logsleuth live --capture-only -- torchrun ... train.py        snapshot, keep the job running
   srun --ntasks-per-node=1 logsleuth live --node-agent --out bundles/%h -- torchrun ...
 
-stall rule: the job makes progress while its NCCL debug files log new collectives
-(COLL lines, opCount), its ranks log new torch SeqNums or flight-recorder entries, a new
-process of the job appears, or a rank's main-thread stack (sampled with py-spy once the
-job has been quiet for a while) changes. Output on stdout alone is not required: a
-quiet job that progresses is left alone. When nothing progressed for --stall-timeout
-seconds (default 60), every rank and its DataLoader workers are dumped twice; then the
-job is ended (--end-on-stall, the default), or left running (--capture-only).
+stall rule (docs/live.md): the job makes progress while its NCCL debug files log new
+collectives (COLL lines, opCount), its output or flight-recorder dumps grow (torch
+SeqNums), its ranks or their DataLoader workers read or write (gloo sockets, files), a
+new process of the job appears, or a rank's main-thread stack (sampled with py-spy once
+no signal came for a while) changes. Silence on stdout alone is not a stall. When no
+signal came for --stall-timeout seconds (default 60; set it above the job's longest
+phase without any), every rank and its DataLoader workers are dumped twice; then the
+job is ended (--end-on-stall, the default; what it prints then goes to teardown.log),
+or left running (--capture-only).
 Exit status as for analyze.""",
     "pack": """examples:
   logsleuth pack logsleuth-live-20250101-120000/          writes logsleuth-live-...tar.gz
@@ -106,7 +117,7 @@ def _subparser(
         name,
         parents=[parent],
         epilog=_EPILOGS.get(name),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_HelpFormatter,
         **kwargs,  # type: ignore[arg-type]
     )
 
@@ -125,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 Global options work before or after the command. Colour follows NO_COLOR and
 FORCE_COLOR, width follows COLUMNS. 'logsleuth COMMAND --help' shows more.""",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     _global_options(parser, on_subcommand=False)
