@@ -1,6 +1,7 @@
 """The stall rule on real jobs: progress signals, not silence; --capture-only; DataLoader workers.
 
-The torch jobs are 2-rank gloo jobs on the CPU, each well under a minute.
+The torch jobs are 2-rank gloo jobs on the CPU, each well under a minute. Their stall
+timeout leaves room for a loaded machine, as in test_torch_jobs.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from tests.live.helpers import Recorder, job_survivors
 pytestmark = pytest.mark.slow
 
 PY = sys.executable
+STALL_TIMEOUT = 8.0
 needs_torch = pytest.mark.skipif(
     importlib.util.find_spec("torch") is None,
     reason="torch is not installed (pip install 'nccl-logsleuth[live]')",
@@ -104,7 +106,7 @@ def test_a_quiet_but_progressing_gloo_job_runs_to_its_end(tmp_path: Path) -> Non
     script.write_text(QUIET_TRAINING, encoding="utf-8")
     out = tmp_path / "bundle"
     reporter = Recorder()
-    timeout = 5.0
+    timeout = STALL_TIMEOUT
     options = LiveOptions(
         command=tuple(_torchrun(script)),
         out_dir=out,
@@ -147,7 +149,7 @@ def test_capture_only_leaves_the_job_running_and_writes_the_bundle(
     out = tmp_path / "bundle"
     try:
         code = main(
-            ["live", "--capture-only", "--stall-timeout", "4", "--out", str(out), "--",
+            ["live", "--capture-only", "--stall-timeout", str(STALL_TIMEOUT), "--out", str(out), "--",
              *_torchrun(script)]
         )  # fmt: skip
         captured = capsys.readouterr()
@@ -183,7 +185,7 @@ def test_dataloader_workers_are_dumped_with_their_rank(
     out = tmp_path / "bundle"
     code = main(
         ["repro", "run", "dataloader-stall", "--live", "--nproc", "2", "--backend", "gloo",
-         "--culprit", "1", "--stall-timeout", "5", "--out", str(out)]
+         "--culprit", "1", "--stall-timeout", str(STALL_TIMEOUT), "--out", str(out)]
     )  # fmt: skip
     captured = capsys.readouterr()
     assert code == 1, captured.err[-2000:]
