@@ -82,7 +82,14 @@ class _Budget:
         self.max_members = max_members
         self.max_bytes = max_bytes
         self.members = 0
+        self.entries = 0
         self.total = 0
+
+    def entry(self) -> None:
+        """Count any entry (directories and links too): a list of names can be a bomb."""
+        self.entries += 1
+        if self.entries > 4 * self.max_members:
+            raise ArchiveError(f"more than {4 * self.max_members} entries; unpack it")
 
     def member(self) -> None:
         self.members += 1
@@ -119,6 +126,7 @@ def _tar_members(path: Path, budget: _Budget) -> Iterator[tuple[str, bytes]]:
     try:
         with tarfile.open(path, mode="r:*") as archive:
             for info in archive:
+                budget.entry()
                 name = _clean_name(info.name)
                 if info.issym() or info.islnk():
                     _check_link(name, info.linkname)
@@ -145,10 +153,8 @@ def _tar_members(path: Path, budget: _Budget) -> Iterator[tuple[str, bytes]]:
 def _zip_members(path: Path, budget: _Budget) -> Iterator[tuple[str, bytes]]:
     try:
         with zipfile.ZipFile(path) as archive:
-            infos = archive.infolist()
-            if len(infos) > budget.max_members * 2:
-                raise ArchiveError(f"more than {budget.max_members} files; unpack it")
-            for info in infos:
+            for info in archive.infolist():
+                budget.entry()
                 name = _clean_name(info.filename)
                 mode = info.external_attr >> 16
                 if stat.S_ISLNK(mode):

@@ -217,3 +217,14 @@ def test_an_archive_with_only_skipped_files_is_one_line(
         z.writestr("b/teardown.log", "Traceback ...\n")
     assert main(["analyze", str(target)]) == 2
     assert capsys.readouterr().err == f"logsleuth: error: {target}: archive contains no files\n"
+
+
+def test_too_many_directory_entries_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "dirs.tar"
+    with tarfile.open(target, "w") as tar:
+        for n in range(50):
+            info = tarfile.TarInfo(f"b/d{n}")
+            info.type = tarfile.DIRTYPE
+            tar.addfile(info)
+    with pytest.raises(ArchiveError, match=r"more than 40 entries"):
+        read_archive(target, max_members=10)
