@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from logsleuth import __version__
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,6 +77,7 @@ def _run(bin_dir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[st
 def test_installed_under_its_own_name(installed: Path, tmp_path: Path) -> None:
     shown = _run(installed, "python", "-m", "pip", "show", DISTRIBUTION, cwd=tmp_path)
     assert shown.returncode == 0 and f"Name: {DISTRIBUTION}" in shown.stdout, shown.stderr
+    assert f"Version: {__version__}\n" in shown.stdout
     where = _run(
         installed, "python", "-c", "import logsleuth; print(logsleuth.__file__)", cwd=tmp_path
     )
@@ -83,7 +86,8 @@ def test_installed_under_its_own_name(installed: Path, tmp_path: Path) -> None:
 
 def test_the_logsleuth_command_runs_from_the_wheel(installed: Path, tmp_path: Path) -> None:
     version = _run(installed, "logsleuth", "--version", cwd=tmp_path)
-    assert version.returncode == 0 and version.stdout.startswith("logsleuth "), version.stderr
+    assert version.returncode == 0, version.stderr
+    assert version.stdout == f"logsleuth {__version__}\n"
     analysed = _run(
         installed,
         "logsleuth",
