@@ -512,6 +512,7 @@ def _live(
     diagnosis = analysis.diagnosis
     _write(str(out / "diagnosis.json"), render_json(diagnosis))
     _write(str(out / "report.html"), render_html(diagnosis))
+    reporter.note(f"to attach the bundle to a ticket: logsleuth pack {out}")
     sys.stdout.write(_terminal_text(diagnosis, sys.stdout))
     sys.stdout.write(f"report: {out / 'report.html'}\n")
     if result.survivors:

@@ -15,10 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
+from jsonschema import Draft202012Validator
 
 from logsleuth.cli import main
 from logsleuth.live.procs import is_alive
 from logsleuth.live.session import LiveOptions, run_live
+from logsleuth.report.schema import build_schema
 from tests.live.helpers import Recorder, job_survivors
 
 pytestmark = pytest.mark.slow
@@ -197,7 +199,9 @@ def test_dataloader_workers_are_dumped_with_their_rank(
     assert len(processes) >= 2, dump  # the rank and its DataLoader worker
     assert "torch/utils/data/_utils/worker.py" in dump
     assert "__getitem__ (logsleuth/repro/scenarios/dataloader_stall.py" in dump
-    verdict = json.loads((out / "diagnosis.json").read_text())["verdict"]
+    diagnosis = json.loads((out / "diagnosis.json").read_text())
+    assert list(Draft202012Validator(build_schema()).iter_errors(diagnosis)) == []
+    verdict = diagnosis["verdict"]
     assert verdict["kind"] == "non-collective-stall" and verdict["culprit_ranks"] == [1]
     assert job_survivors(out) == []
     # What torchrun printed once live had ended the job is kept apart from the evidence.
