@@ -91,6 +91,7 @@ def test_zsh_completion_names_every_command(capsys: pytest.CaptureFixture[str]) 
     assert script.startswith("#compdef logsleuth\n")
     assert '"repro run") _arguments -s' in script
     assert "'--format[]:value:(text json)'" in script
+    assert "local path" not in script  # zsh ties $path to $PATH: it would lose every command
     if shutil.which("zsh"):
         subprocess.run(["zsh", "-n"], input=script, text=True, check=True)
 
