@@ -480,7 +480,7 @@ def _live(
 ) -> int:
     from logsleuth.api import analyze
     from logsleuth.live.display import ConsoleReporter
-    from logsleuth.live.environment import installed_torch_version
+    from logsleuth.live.environment import job_torch_version
     from logsleuth.live.session import LiveOptions, run_live
     from logsleuth.report.html import render_html
     from logsleuth.report.json import render_json
@@ -497,7 +497,7 @@ def _live(
         stall_timeout=args.stall_timeout,
         keep_running=args.capture_only,
         stall_beacon=beacon,
-        torch_version=installed_torch_version(),
+        torch_version=job_torch_version(command, {**os.environ, **extra_env}),
         exception_dumps=not args.no_dump_hook,
         nccl_subsys=args.nccl_subsys,
         distributed_debug=args.distributed_debug,

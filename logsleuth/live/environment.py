@@ -5,7 +5,10 @@ from __future__ import annotations
 import importlib.metadata
 import itertools
 import os
-from collections.abc import Mapping
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 DEFAULT_NCCL_SUBSYS = "INIT,COLL,NET"
@@ -48,9 +51,67 @@ def installed_torch_version() -> tuple[int, int] | None:
     chooses which names of the flight-recorder variables to set.
     """
     try:
-        text = importlib.metadata.version("torch")
+        return _major_minor(importlib.metadata.version("torch"))
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+_VERSION_PROBE = (
+    "import importlib.metadata as m\n"
+    "try:\n    print(m.version('torch'))\n"
+    "except m.PackageNotFoundError:\n    pass\n"
+)
+PROBE_TIMEOUT_S = 10.0
+
+
+def _job_python(command: Sequence[str], path: str | None) -> str | None:
+    """Return the Python that runs ``command``: itself, or a launcher script's shebang."""
+    if not command:
+        return None
+    program = shutil.which(command[0], path=path) or command[0]
+    if re.search(r"(?:^|/)python[\d.]*$", program):
+        return program
+    try:
+        with open(program, "rb") as handle:
+            first = handle.readline(512).decode("utf-8", errors="replace").strip()
+    except OSError:
+        return None
+    if not first.startswith("#!"):
+        return None
+    words = first[2:].split()
+    if words and words[0].endswith("/env") and len(words) > 1:
+        words = [shutil.which(words[1], path=path) or words[1]]
+    return words[0] if words and re.search(r"python[\d.]*$", words[0]) else None
+
+
+def job_torch_version(
+    command: Sequence[str], env: Mapping[str, str] | None = None
+) -> tuple[int, int] | None:
+    """Return (major, minor) of the torch the job's Python has, else this Python's.
+
+    The job's Python is ``command[0]`` when it is a Python, or the interpreter of a launcher
+    script's shebang (``torchrun``); it is asked with a short timeout, without importing torch.
+    """
+    python = _job_python(command, (env or os.environ).get("PATH"))
+    if python is not None:
+        try:
+            done = subprocess.run(
+                [python, "-c", _VERSION_PROBE],
+                capture_output=True,
+                text=True,
+                timeout=PROBE_TIMEOUT_S,
+                check=False,
+                env=dict(env) if env is not None else None,
+            )
+            parsed = _major_minor(done.stdout.strip())
+            if parsed is not None:
+                return parsed
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    return installed_torch_version()
+
+
+def _major_minor(text: str) -> tuple[int, int] | None:
     parts = text.split(".")
     if len(parts) < 2 or not parts[0].isdigit():
         return None

@@ -10,6 +10,7 @@ from logsleuth.live.environment import (
     diagnostics_env,
     installed_torch_version,
     job_env,
+    job_torch_version,
     recorded_env,
 )
 
@@ -74,3 +75,22 @@ def test_the_bootstrap_goes_first_on_the_python_path(tmp_path: Path) -> None:
     assert recorded_env(env)["PYTHONPATH"] == env["PYTHONPATH"]
     assert job_env({}, {}, "run-1")["PYTHONPATH"] == str(BOOTSTRAP_DIR)
     assert "PYTHONPATH" not in job_env({}, {}, "run-1", exception_dumps=False)
+
+
+def test_the_jobs_torch_is_asked_through_its_python(tmp_path: Path) -> None:
+    """torchrun's shebang names the job's Python; that Python says which torch it has."""
+    fake = tmp_path / "python3"
+    fake.write_text("#!/bin/sh\necho 2.7.1+cu126\n")
+    fake.chmod(0o755)
+    launcher = tmp_path / "torchrun"
+    launcher.write_text(f"#!{fake}\nimport sys\n")
+    launcher.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    assert job_torch_version(["torchrun", "--nproc_per_node", "2", "t.py"], env) == (2, 7)
+    assert job_torch_version([str(fake), "-m", "torch.distributed.run"], env) == (2, 7)
+    env_shebang = tmp_path / "launch"
+    env_shebang.write_text("#!/usr/bin/env python3\n")
+    env_shebang.chmod(0o755)
+    assert job_torch_version(["launch"], env) == (2, 7)
+    # Not a Python: this environment's torch, whatever it is.
+    assert job_torch_version(["/bin/sleep", "1"], env) == installed_torch_version()
