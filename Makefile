@@ -11,11 +11,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# A venv made before the distribution was renamed holds the old "logsleuth" one: drop it.
 $(VENV)/.installed-runtime: pyproject.toml | $(BIN)/python
+	-@$(BIN)/python -m pip uninstall -q -y logsleuth 2>/dev/null
 	$(BIN)/python -m pip install -q -e .
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	-@$(BIN)/python -m pip uninstall -q -y logsleuth 2>/dev/null
 	$(BIN)/python -m pip install -q $(TORCH)
 	$(BIN)/python -m pip install -q -e '.[test,live]'
 	touch $@ $(VENV)/.installed-runtime

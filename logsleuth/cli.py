@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import re
 import sys
@@ -29,6 +28,15 @@ if TYPE_CHECKING:
 PROG = "logsleuth"
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Wrap descriptions to the terminal; keep the epilogs' examples as they are written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that reports usage errors in one line with exit code 2."""
 
@@ -38,24 +46,119 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
+def _global_options(parser: argparse.ArgumentParser, *, on_subcommand: bool) -> None:
+    """Add the options that work before or after the subcommand.
+
+    On a subcommand the default is SUPPRESS, so that ``logsleuth --debug analyze`` keeps
+    the value the top-level parser set instead of the subcommand's default overwriting it.
+    """
+    default = argparse.SUPPRESS if on_subcommand else False
+    parser.add_argument(
+        "--debug", action="store_true", default=default, help="show tracebacks of internal errors"
+    )
+
+
+_EPILOGS = {
+    "analyze": """examples:
+  logsleuth analyze nccl/ stacks/ launcher.log --html report.html
+  logsleuth analyze logsleuth-live-20250101-120000/        a bundle that live wrote
+  logsleuth analyze bundle.tar.gz node2.zip                bundles as attached to a ticket
+  kubectl logs job/train --prefix | logsleuth analyze -
+  logsleuth analyze run/ --json - | jq .verdict
+
+exit status: 0 healthy, 1 a failure diagnosed (or inconclusive), 2 bad usage or no
+analysable input, 3 internal error.""",
+    "live": """examples:
+  logsleuth live -- torchrun --nproc_per_node 8 train.py
+  logsleuth live --stall-timeout 300 --out /scratch/$USER/hang1 -- torchrun ... train.py
+  logsleuth live --capture-only -- torchrun ... train.py        snapshot, keep the job running
+  srun --ntasks-per-node=1 logsleuth live --node-agent --out bundles/%h -- torchrun ...
+
+stall rule (docs/live.md): the job makes progress while its NCCL debug files log new
+collectives (COLL lines, opCount), its output or flight-recorder dumps grow (torch
+SeqNums), its ranks or their DataLoader workers read or write (gloo sockets, files), a
+new process of the job appears, or a rank's main-thread stack (sampled with py-spy once
+no signal came for a while) changes. Silence on stdout alone is not a stall. When no
+signal came for --stall-timeout seconds (default 60; set it above the job's longest
+phase without any), every rank and its DataLoader workers are dumped twice; then the
+job is ended (--end-on-stall, the default; what it prints then goes to teardown.log),
+or left running (--capture-only).
+Exit status as for analyze.""",
+    "pack": """examples:
+  logsleuth pack logsleuth-live-20250101-120000/          writes logsleuth-live-...tar.gz
+  logsleuth pack run/ --format zip --output /tmp/run.zip
+
+analyze reads the archive directly (tar, tar.gz, tgz, tar.bz2, tar.xz, zip); members are
+read in memory, never extracted.""",
+    "schema": """examples:
+  logsleuth schema > diagnosis.schema.json
+  logsleuth analyze run/ --json out.json && check-jsonschema --schemafile diagnosis.schema.json out.json""",
+    "completion": """examples:
+  logsleuth completion bash > ~/.local/share/bash-completion/completions/logsleuth
+  logsleuth completion zsh > "${fpath[1]}/_logsleuth"
+  eval "$(logsleuth completion bash)"                     for the current shell only""",
+    "explain": """examples:
+  logsleuth explain                 list every finding code
+  logsleuth explain LS101
+  logsleuth explain collective.missing""",
+    "repro": """examples:
+  logsleuth repro list
+  logsleuth repro run skip-collective --nproc 4 --live    diagnose it as live would
+  logsleuth repro run dataloader-stall                    runs until you press Ctrl-C""",
+    "coverage": """examples:
+  logsleuth coverage nccl/ launcher.log
+  logsleuth coverage run/ --json | jq '.shapes[:10]'""",
+}
+
+
+def _subparser(
+    sub: argparse._SubParsersAction[_Parser],
+    name: str,
+    parent: _Parser,
+    **kwargs: str,
+) -> _Parser:
+    return sub.add_parser(
+        name,
+        parents=[parent],
+        epilog=_EPILOGS.get(name),
+        formatter_class=_HelpFormatter,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser for every subcommand."""
     parser = _Parser(
         prog=PROG,
         description="Tell why a distributed training job hung or died, from its NCCL logs, "
         "launcher logs and stack dumps.",
+        epilog="""examples:
+  logsleuth analyze nccl/ stacks/ launcher.log --html report.html
+  logsleuth live -- torchrun --nproc_per_node 8 train.py
+  logsleuth pack logsleuth-live-20250101-120000/
+  logsleuth --debug analyze bundle.tar.gz
+
+Global options work before or after the command. Colour follows NO_COLOR and
+FORCE_COLOR, width follows COLUMNS. 'logsleuth COMMAND --help' shows more.""",
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    _global_options(parser, on_subcommand=False)
+    common = _Parser(add_help=False)
+    _global_options(common, on_subcommand=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    analyze = sub.add_parser(
+    analyze = _subparser(
+        sub,
         "analyze",
-        help="analyse logs and stack dumps and print the verdict",
+        common,
+        help="analyse logs, stack dumps and bundles and print the verdict",
         description="Analyse NCCL debug logs, torch/launcher logs and py-spy/faulthandler dumps "
-        "(files, directories, .gz, or - for stdin) and print the root cause.",
+        "(files, directories, .gz, bundle archives, or - for stdin) and print the root cause.",
     )
-    analyze.add_argument("paths", nargs="+", metavar="PATH", help="file, directory, .gz file or -")
+    analyze.add_argument(
+        "paths", nargs="+", metavar="PATH", help="file, directory, .gz, .tar.gz/.zip or -"
+    )
     analyze.add_argument("--html", metavar="FILE", help="write the self-contained HTML report here")
     analyze.add_argument(
         "--json", metavar="FILE", help="write the diagnosis JSON here ('-' for stdout)"
@@ -64,10 +167,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--format", choices=("text", "json"), default="text", help="what to print (default: text)"
     )
     analyze.add_argument("--quiet", action="store_true", help="print only the one-line verdict")
-    analyze.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
 
-    explain = sub.add_parser(
+    explain = _subparser(
+        sub,
         "explain",
+        common,
         help="explain a finding code (LS101 ...) or a known message; without one, list them all",
         description="Print what a rule's finding or a known message means: symptom, likely "
         "causes, what to check.",
@@ -81,18 +185,16 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument(
         "--messages", action="store_true", help="list the known messages (the knowledge base)"
     )
-    explain.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
 
-    live = sub.add_parser(
+    live = _subparser(
+        sub,
         "live",
+        common,
         help="run a job with diagnostics on; when it stalls, capture every rank and diagnose",
         description="Run COMMAND (e.g. torchrun --nproc_per_node 4 train.py) with NCCL and torch "
         "diagnostics switched on. When no rank makes progress for --stall-timeout seconds, dump "
-        "every rank's stacks, end the job, write a bundle into --out and print the verdict.",
-        epilog="Progress is new output, growing NCCL debug files, a new process, a rank's "
-        "main-thread stack that changed between py-spy samples (taken once the output has "
-        "been quiet for a while), or CPU used by a process that is still starting up. "
-        "Exit status as for analyze.",
+        "every rank's stacks (and its DataLoader workers'), write a bundle into --out and print "
+        "the verdict; then end the job, or leave it running with --capture-only.",
     )
     _add_live_options(live)
     live.add_argument(
@@ -107,17 +209,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="backend for the built-in repro scenarios (exported as LOGSLEUTH_BACKEND)",
     )
     live.add_argument("job", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
-    live.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
 
-    repro = sub.add_parser(
+    repro = _subparser(
+        sub,
         "repro",
+        common,
         help="list or run the built-in fault scenarios (small torch.distributed jobs)",
-        description="Built-in fault scenarios for demos and tests: gloo on CPU, NCCL on GPUs.",
+        description="Built-in fault scenarios for demos and tests: gloo on CPU, NCCL on GPUs. "
+        "Without --live a hanging scenario runs until its collective timeout or Ctrl-C.",
     )
     repro_sub = repro.add_subparsers(dest="repro_command", metavar="list|run", parser_class=_Parser)
-    repro_sub.add_parser("list", help="list the scenarios with one-line descriptions")
+    repro_sub.add_parser("list", parents=[common], help="list the scenarios")
     run = repro_sub.add_parser(
         "run",
+        parents=[common],
         help="run one scenario under torch.distributed.run (or under live mode with --live)",
         description="Run a scenario with --nproc ranks on this host.",
     )
@@ -135,17 +240,54 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--live", action="store_true", help="run it under logsleuth live")
     _add_live_options(run)
-    repro.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
 
-    coverage = sub.add_parser(
+    coverage = _subparser(
+        sub,
         "coverage",
+        common,
         help="count the lines logsleuth recognizes; list the ones it does not, by shape",
         description="Read logs and dumps like analyze does and report the events of each kind, "
         "the share of NCCL lines recognized, and the unrecognized lines grouped by shape.",
     )
-    coverage.add_argument("paths", nargs="+", metavar="PATH", help="file, directory or .gz file")
+    coverage.add_argument(
+        "paths", nargs="+", metavar="PATH", help="file, directory, .gz or bundle archive"
+    )
     coverage.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    coverage.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+
+    pack = _subparser(
+        sub,
+        "pack",
+        common,
+        help="pack a bundle directory into one archive to attach to a ticket",
+        description="Write DIR as a .tar.gz (or .zip) archive that analyze reads as it is.",
+    )
+    pack.add_argument("directory", metavar="DIR", help="the bundle directory (what live wrote)")
+    pack.add_argument(
+        "--output", "-o", metavar="FILE", help="archive to write (default: DIR.tar.gz beside DIR)"
+    )
+    pack.add_argument(
+        "--format",
+        choices=("tar.gz", "zip"),
+        help="archive format (default: from --output's suffix, else tar.gz)",
+    )
+
+    _subparser(
+        sub,
+        "schema",
+        common,
+        help="print the JSON Schema of the diagnosis JSON (logsleuth.diagnosis/1)",
+        description="Print the JSON Schema (draft 2020-12) that every --json output validates "
+        "against, generated from the diagnosis model.",
+    )
+
+    completion = _subparser(
+        sub,
+        "completion",
+        common,
+        help="print a shell completion script (bash or zsh)",
+        description="Print a completion script for the shell, built from this command line.",
+    )
+    completion.add_argument("shell", choices=("bash", "zsh"), help="the shell")
     return parser
 
 
@@ -174,12 +316,31 @@ def _add_live_options(parser: argparse.ArgumentParser) -> None:
         type=_positive_float,
         default=60.0,
         metavar="SECONDS",
-        help="no progress for this long is a stall (default 60)",
+        help="no progress signal (stall rule below) for this long is a stall (default 60; use "
+        "more than the job's longest quiet phase: checkpointing, evaluation)",
+    )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--end-on-stall",
+        dest="capture_only",
+        action="store_false",
+        default=False,
+        help="on a stall, capture every rank, then end the job (the default)",
+    )
+    mode.add_argument(
+        "--capture-only",
+        dest="capture_only",
+        action="store_true",
+        help="on a stall, capture every rank and write the bundle, but leave the job running",
+    )
+    mode.add_argument(
+        "--keep-running", dest="capture_only", action="store_true", help=argparse.SUPPRESS
     )
     parser.add_argument(
-        "--keep-running",
+        "--node-agent",
         action="store_true",
-        help="leave the job running after the capture instead of ending it",
+        help="one agent per node under srun/mpirun: capture only this node's ranks into one "
+        "bundle per node (--out may contain %%h for the host name); analyze merges the bundles",
     )
     parser.add_argument(
         "--no-dump-hook",
@@ -218,13 +379,26 @@ def _write(path: str, text: str) -> None:
         raise UsageError(f"{path}: cannot write: {exc.strerror or exc}") from exc
 
 
+def _terminal(stream: TextIO, widest: int) -> tuple[bool, int]:
+    """Return (colour, width) for ``stream`` as rich sees it.
+
+    rich honours ``NO_COLOR``, ``FORCE_COLOR``, ``TERM=dumb`` and ``COLUMNS``; a file or a
+    pipe without ``COLUMNS`` gets 100 columns, so saved output does not depend on the
+    terminal it was made in.
+    """
+    from rich.console import Console
+
+    console = Console(file=stream)
+    color = console.is_terminal and not console.no_color and console.color_system is not None
+    if console.is_terminal or os.environ.get("COLUMNS", "").isdigit():
+        return color, max(80, min(widest, console.width))
+    return color, 100
+
+
 def _terminal_text(diagnosis: Diagnosis, stream: TextIO) -> str:
     from logsleuth.report.text import render_text
 
-    color = stream.isatty() and "NO_COLOR" not in os.environ
-    width = 100
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        width = max(80, min(140, os.get_terminal_size(stream.fileno()).columns))
+    color, width = _terminal(stream, 140)
     return render_text(diagnosis, width=width, color=color)
 
 
@@ -262,9 +436,7 @@ def _run_coverage(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(coverage_json(result))
     else:
-        width = 100
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            width = max(80, min(160, os.get_terminal_size(sys.stdout.fileno()).columns))
+        _, width = _terminal(sys.stdout, 160)
         sys.stdout.write(render_coverage(result, width=width))
     return EXIT_OK
 
@@ -306,10 +478,32 @@ def _write_entries(entries: Sequence[Entry]) -> None:
         sys.stdout.write(f"{entry.id:<28} {entry.kind:<20} {entry.role:<9} {entry.meaning}\n")
 
 
-def _default_out() -> Path:
+_JOB_ID_VARIABLES = ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID", "JOB_ID")
+"""Where a batch system names the job; node agents of one job share their bundles' parent."""
+
+
+def _job_id() -> str | None:
+    for name in _JOB_ID_VARIABLES:
+        value = os.environ.get(name, "").strip()
+        if value and all(c.isalnum() or c in "._-" for c in value):
+            return value
+    return None
+
+
+def _default_out(node_agent: bool) -> Path:
     from datetime import datetime
 
+    if node_agent:
+        return Path(f"logsleuth-live-{_job_id() or f'{datetime.now():%Y%m%d-%H%M}'}") / "%h"
     return Path(f"logsleuth-live-{datetime.now():%Y%m%d-%H%M%S}")
+
+
+def _out_dir(args: argparse.Namespace) -> Path:
+    """Return the bundle directory: ``--out`` with ``%h`` replaced by this host's name."""
+    import socket
+
+    template = args.out or str(_default_out(args.node_agent))
+    return Path(template.replace("%h", socket.gethostname()))
 
 
 def _live(
@@ -320,17 +514,24 @@ def _live(
 ) -> int:
     from logsleuth.api import analyze
     from logsleuth.live.display import ConsoleReporter
+    from logsleuth.live.environment import job_torch_version
     from logsleuth.live.session import LiveOptions, run_live
     from logsleuth.report.html import render_html
     from logsleuth.report.json import render_json
 
-    out = Path(args.out) if args.out else _default_out()
-    reporter = ConsoleReporter(sys.stderr, color=None if sys.stderr.isatty() else False)
+    out = _out_dir(args)
+    beacon = None
+    if args.node_agent:
+        # Beside the node bundles, so every agent of the job sees it on a shared file system.
+        beacon = out.resolve().parent / f".logsleuth-stall-{_job_id() or 'job'}"
+    reporter = ConsoleReporter(sys.stderr)
     options = LiveOptions(
         command=tuple(command),
         out_dir=out,
         stall_timeout=args.stall_timeout,
-        keep_running=args.keep_running,
+        keep_running=args.capture_only,
+        stall_beacon=beacon,
+        torch_version=job_torch_version(command, {**os.environ, **extra_env}),
         exception_dumps=not args.no_dump_hook,
         nccl_subsys=args.nccl_subsys,
         distributed_debug=args.distributed_debug,
@@ -345,6 +546,7 @@ def _live(
     diagnosis = analysis.diagnosis
     _write(str(out / "diagnosis.json"), render_json(diagnosis))
     _write(str(out / "report.html"), render_html(diagnosis))
+    reporter.note(f"to attach the bundle to a ticket: logsleuth pack {out}")
     sys.stdout.write(_terminal_text(diagnosis, sys.stdout))
     sys.stdout.write(f"report: {out / 'report.html'}\n")
     if result.survivors:
@@ -352,7 +554,54 @@ def _live(
             f"{PROG}: warning: job process(es) still alive: "
             f"{', '.join(map(str, result.survivors))}\n"
         )
+    if result.returncode is None and result.outcome == "stalled":
+        sys.stderr.write(
+            f"{PROG}: the job is still running (--capture-only); process group {result.pgid}\n"
+        )
     return _exit_code(diagnosis)
+
+
+def _run_pack(args: argparse.Namespace) -> int:
+    from logsleuth.parse.archive import PACK_FORMATS, ZIP_SUFFIXES, ArchiveError, write_archive
+
+    directory = Path(args.directory)
+    if not directory.is_dir():
+        raise UsageError(f"{args.directory}: not a directory")
+    if args.output:
+        target = Path(args.output)
+        if args.format and not target.name.lower().endswith(PACK_FORMATS[args.format]):
+            raise UsageError(f"{args.output}: does not end in {PACK_FORMATS[args.format]}")
+        if not target.name.lower().endswith((".tar.gz", ".tgz", *ZIP_SUFFIXES)):
+            raise UsageError(f"{args.output}: name it .tar.gz, .tgz or .zip")
+    else:
+        suffix = PACK_FORMATS[args.format or "tar.gz"]
+        resolved = directory.resolve()
+        target = resolved.parent / f"{resolved.name}{suffix}"
+    if target.exists():
+        raise UsageError(f"{target}: exists; remove it or give another --output")
+    try:
+        count = write_archive(directory, target)
+    except ArchiveError as exc:
+        raise UsageError(f"{args.directory}: {exc}") from exc
+    except OSError as exc:
+        raise UsageError(f"{target}: cannot write: {exc.strerror or exc}") from exc
+    size = target.stat().st_size
+    sys.stdout.write(f"{target}: {count} files, {size} bytes\n")
+    return EXIT_OK
+
+
+def _run_schema(args: argparse.Namespace) -> int:
+    from logsleuth.report.schema import render_schema
+
+    sys.stdout.write(render_schema())
+    return EXIT_OK
+
+
+def _run_completion(args: argparse.Namespace) -> int:
+    from logsleuth.completion import render_completion
+
+    sys.stdout.write(render_completion(build_parser(), args.shell))
+    return EXIT_OK
 
 
 def _run_live(args: argparse.Namespace) -> int:
@@ -389,11 +638,15 @@ def _run_repro(args: argparse.Namespace) -> int:
         return EXIT_OK
     scenario = find_scenario(args.name)
     if importlib.util.find_spec("torch") is None:
-        raise UsageError("the repro scenarios need torch: pip install 'logsleuth[live]'")
+        raise UsageError("the repro scenarios need torch: pip install 'nccl-logsleuth[live]'")
     command = build_command(scenario, args.nproc)
     env = build_env(args.backend, args.culprit, None)
     if args.live:
         return _live(args, command, env, args.nproc)
+    sys.stderr.write(
+        f"{PROG}: running {scenario.name} with {args.nproc} ranks; a scenario that hangs runs "
+        "until its collective timeout or Ctrl-C (add --live to have it diagnosed)\n"
+    )
     try:
         return subprocess.run(command, env={**os.environ, **env}, check=False).returncode
     except OSError as exc:
@@ -410,16 +663,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    commands = {
+        "analyze": _run_analyze,
+        "live": _run_live,
+        "repro": _run_repro,
+        "coverage": _run_coverage,
+        "explain": _run_explain,
+        "pack": _run_pack,
+        "schema": _run_schema,
+        "completion": _run_completion,
+    }
     try:
-        if args.command == "analyze":
-            return _run_analyze(args)
-        if args.command == "live":
-            return _run_live(args)
-        if args.command == "repro":
-            return _run_repro(args)
-        if args.command == "coverage":
-            return _run_coverage(args)
-        return _run_explain(args)
+        return commands[args.command](args)
     except LogsleuthError as exc:
         sys.stderr.write(f"{PROG}: error: {exc}\n")
         return exc.exit_code

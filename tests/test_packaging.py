@@ -23,7 +23,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    (found,) = out.glob("logsleuth-*.whl")
+    (found,) = out.glob("nccl_logsleuth-*.whl")
     return found
 
 

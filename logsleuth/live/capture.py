@@ -20,6 +20,7 @@ from pathlib import Path
 
 PYSPY_TIMEOUT_S = 10.0
 NCCLRAS_TIMEOUT_S = 15.0
+_PROCESS_LINE = re.compile(r"^Process (\d+): ", re.MULTILINE)
 _FRAME_LINE = re.compile(r":\d+\)\s*$")
 _THREAD_LINE = re.compile(
     r"^Thread (?P<tid>0x[0-9A-Fa-f]+|\d+) \((?:idle|active)[^)]*\)(?:: \"(?P<name>[^\"]*)\")?"
@@ -73,13 +74,26 @@ def find_pyspy() -> str | None:
     return str(beside) if beside.exists() else None
 
 
-def sample_stack(pid: int, pyspy: str | None, timeout_s: float = PYSPY_TIMEOUT_S) -> StackSample:
-    """Run ``py-spy dump --pid PID`` (all threads) with a timeout."""
+def sample_stack(
+    pid: int,
+    pyspy: str | None,
+    timeout_s: float = PYSPY_TIMEOUT_S,
+    *,
+    subprocesses: bool = False,
+) -> StackSample:
+    """Run ``py-spy dump --pid PID`` (all threads) with a timeout.
+
+    With ``subprocesses`` the dump holds the process's children too (``--subprocesses``):
+    a rank's DataLoader workers, each under its own ``Process PID:`` header.
+    """
     if pyspy is None:
         return StackSample(pid, None, "py-spy not found (pip install py-spy)")
+    command = [pyspy, "dump", "--pid", str(pid)]
+    if subprocesses:
+        command.append("--subprocesses")
     try:
         done = subprocess.run(
-            [pyspy, "dump", "--pid", str(pid)],
+            command,
             capture_output=True,
             timeout=timeout_s,
             check=False,
@@ -96,14 +110,25 @@ def sample_stack(pid: int, pyspy: str | None, timeout_s: float = PYSPY_TIMEOUT_S
 
 
 def sample_stacks(
-    pids: Sequence[int], pyspy: str | None, timeout_s: float = PYSPY_TIMEOUT_S
+    pids: Sequence[int],
+    pyspy: str | None,
+    timeout_s: float = PYSPY_TIMEOUT_S,
+    *,
+    subprocesses: bool = False,
 ) -> dict[int, StackSample]:
     """Sample every pid in parallel; return pid -> sample."""
     if not pids:
         return {}
     with ThreadPoolExecutor(max_workers=min(16, len(pids))) as pool:
-        samples = pool.map(lambda p: sample_stack(p, pyspy, timeout_s), pids)
+        samples = pool.map(
+            lambda p: sample_stack(p, pyspy, timeout_s, subprocesses=subprocesses), pids
+        )
         return {s.pid: s for s in samples}
+
+
+def dumped_pids(text: str) -> tuple[int, ...]:
+    """Return the pids of the ``Process PID:`` headers of a py-spy dump, in order."""
+    return tuple(int(m.group(1)) for m in _PROCESS_LINE.finditer(text))
 
 
 def write_sample(sample: StackSample, stacks_dir: Path, label: str, number: int) -> Path:

@@ -1,17 +1,34 @@
 """Run a job with diagnostics on, watch it, capture every rank when it stalls, write the bundle.
 
-The stall rule: the job makes *progress* when its output (``launcher.log``) or its NCCL debug
-files (``nccl/``) grow, when a new process of the job appears, when a rank's main-thread
-stack (sampled with py-spy) differs from the previous sample of the same quiet period, or,
-when a process whose latest sample shows no Python code of its own (not sampled yet,
-starting the interpreter, importing modules, exiting) uses CPU: a loaded machine can take
-a minute to import torch in every rank without a line of output. CPU used by a process
-seen in its own code is no sign of progress, as NCCL spins while it waits.
-Stacks are sampled only once the output has been quiet for a while (half the stall timeout,
-at most 5 s), then every quarter of the stall timeout (1 to 5 s). When nothing progressed
-for ``stall_timeout`` seconds, the job has stalled: every rank is dumped twice,
-``snapshot_gap`` seconds apart, and the job is ended (SIGTERM, then SIGKILL, to its whole
-process group).
+The stall rule (docs/live.md): the job makes *progress* on any of these signals
+
+* its NCCL debug files (``nccl/``) grow: a rank logged a new collective (a COLL line with
+  the next ``opCount``) or any other NCCL line;
+* its output (``launcher.log``) grows: torch's watchdog SeqNums, the job's own prints;
+* the flight-recorder directory (``fr/``) grows;
+* the rank processes or their children (DataLoader workers) read or write at least
+  :data:`IO_PROGRESS_BYTES` per scan (``/proc/PID/io``): gloo collectives go through
+  ``readv``/``writev`` on their sockets, checkpoints and data loading through files;
+* a new process of the job appears;
+* a rank's main-thread stack (sampled with py-spy) differs from the previous sample of the
+  same quiet period;
+* a process whose latest sample shows no Python code of its own (not sampled yet, starting
+  the interpreter, importing modules, exiting) uses CPU: a loaded machine can take a minute
+  to import torch in every rank without a line of output. CPU used by a process seen in its
+  own code is no sign of progress, as NCCL spins while it waits.
+
+Silence on stdout alone is never a stall. Stacks are sampled only once no signal came for a
+while (half the stall timeout, at most 5 s), then every quarter of the stall timeout (1 to
+5 s). When nothing progressed for ``stall_timeout`` seconds, the job has stalled: every rank
+is dumped twice (with its DataLoader workers, ``py-spy dump --subprocesses``),
+``snapshot_gap`` seconds apart; then the job is ended (SIGTERM, then SIGKILL, to its whole
+process group), or left running with ``keep_running`` (``--capture-only``). Output the job
+prints after live began to end it goes to ``teardown.log``, which analysis does not read:
+the tracebacks of a launcher that live itself stopped are not evidence.
+
+A node agent (``--node-agent``, one per node under srun/mpirun) watches only its node's
+ranks and shares its stall through a beacon file beside the bundles: the agent that sees
+the stall first writes it, and every other node's agent captures its ranks at once.
 """
 
 from __future__ import annotations
@@ -25,7 +42,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -34,6 +51,7 @@ from typing import BinaryIO
 
 from logsleuth.errors import CaptureError
 from logsleuth.live.capture import (
+    dumped_pids,
     find_pyspy,
     remove_pipes,
     request_flight_records,
@@ -57,6 +75,7 @@ from logsleuth.live.procs import (
     group_members,
     is_alive,
     marked_processes,
+    parent_map,
 )
 
 BUNDLE_SCHEMA = "logsleuth.bundle/1"
@@ -64,6 +83,10 @@ POLL_S = 0.25
 RANK_SCAN_S = 1.0
 CPU_PROGRESS_S = 0.2
 """CPU seconds per scan, used by processes not seen in their own code, that count as progress."""
+IO_PROGRESS_BYTES = 4096
+"""Bytes read or written per scan by the ranks and their children that count as progress."""
+TEARDOWN_LOG = "teardown.log"
+"""The job's output after live began to end it (not evidence; analysis skips it)."""
 _LEFT_RUNNING: list[subprocess.Popen[bytes]] = []
 """Jobs left running (``keep_running``): kept referenced, as Popen warns when dropped alive."""
 
@@ -88,6 +111,10 @@ class LiveOptions:
     """Seconds between the two stack snapshots of the capture."""
     grace: float = 5.0
     """Seconds between SIGTERM and SIGKILL when the job is ended."""
+    stall_beacon: Path | None = None
+    """Node-agent mode: the file that says some node's agent saw a stall (module docstring)."""
+    torch_version: tuple[int, int] | None = None
+    """The job's torch (major, minor), when known: chooses the flight-recorder variables."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,14 +160,19 @@ def _sigterm_interrupts() -> Iterator[None]:
 class _Output:
     """Follows ``launcher.log`` and echoes new bytes to the terminal."""
 
-    def __init__(self, path: Path, echo: BinaryIO | None) -> None:
+    def __init__(
+        self, path: Path, echo: BinaryIO | None, before_echo: Callable[[], None] | None = None
+    ) -> None:
         self._handle = path.open("rb")
         self._echo = echo
+        self._before_echo = before_echo
         self.size = 0
 
     def pump(self) -> int:
         """Echo what was written since the last call; return its size in bytes."""
         chunk = self._handle.read()
+        if chunk and self._before_echo is not None:
+            self._before_echo()
         if chunk and self._echo is not None:
             with contextlib.suppress(OSError, ValueError):
                 self._echo.write(chunk)
@@ -182,11 +214,58 @@ class _Watcher:
         self.quiet_before_sampling = min(5.0, stall / 2)
         self.sample_every = max(1.0, min(5.0, stall / 4))
         now = time.monotonic()
+        self.started_wall = time.time()
         self.last_progress = now
+        self.last_signal = "start"
+        """The signal that last showed progress (for the status line and the manifest)."""
         self.last_sample = 0.0
         self.last_scan = 0.0
-        self.nccl_size = 0
+        self.sizes: dict[str, int] = {}
         self.cpu: dict[int, float] = {}
+        self.io: dict[int, int] = {}
+        self.beacon_seen: str | None = None
+
+    def progressed(self, signal_name: str, now: float | None = None) -> None:
+        """Note progress shown by ``signal_name``."""
+        self.last_progress = time.monotonic() if now is None else now
+        self.last_signal = signal_name
+
+    def grew(self, name: str, size: int) -> bool:
+        """Return True when a watched file or directory changed size since the last call."""
+        before = self.sizes.get(name, 0)
+        self.sizes[name] = size
+        return size != before
+
+    def io_moved(self) -> bool:
+        """Return True when the ranks and their children read or wrote enough since last time."""
+        pids: set[int] = set()
+        parents = parent_map() if self.ranks else {}
+        for known in self.ranks.values():
+            if is_alive(known.pid):
+                pids.add(known.pid)
+                pids.update(descendants(known.pid, parents))
+        moved = 0
+        for pid in pids:
+            now = _io_bytes(pid)
+            if now is None:
+                continue
+            before = self.io.get(pid)
+            self.io[pid] = now
+            if before is not None:
+                moved += max(0, now - before)
+        return moved >= IO_PROGRESS_BYTES
+
+    def beacon(self) -> str | None:
+        """Return what another node's agent wrote to the stall beacon since this run began."""
+        path = self.options.stall_beacon
+        if path is None:
+            return None
+        try:
+            if path.stat().st_mtime < self.started_wall - 1.0:
+                return None  # a stale beacon of an earlier job
+            return path.read_text(encoding="utf-8", errors="replace").strip() or "another node"
+        except OSError:
+            return None
 
     def job_pids(self) -> list[int]:
         """Return the job's living processes: the launcher's tree, or its orphans when it is gone."""
@@ -200,7 +279,7 @@ class _Watcher:
         new_pids = set(pids) - self.seen_pids
         if new_pids:
             self.seen_pids |= new_pids
-            self.last_progress = time.monotonic()
+            self.progressed("new process")
         for rank, found in sorted(find_ranks(pids, self.host).items()):
             known = self.ranks.get(rank)
             if known is None or known.pid != found.pid:
@@ -254,16 +333,17 @@ class _Watcher:
 
     def watch(self, output: _Output, reporter: Reporter) -> str:
         """Watch until the job ends or stalls; return ``finished`` or ``stalled``."""
-        nccl_dir = self.options.out_dir / "nccl"
+        out = self.options.out_dir
+        timeout = self.options.stall_timeout
         sampling = False
         while True:
             now = time.monotonic()
             if output.pump():
-                self.last_progress = now
-            size = _dir_size(nccl_dir)
-            if size != self.nccl_size:
-                self.nccl_size = size
-                self.last_progress = now
+                self.progressed("output", now)
+            if self.grew("nccl", _dir_size(out / "nccl")):
+                self.progressed("NCCL debug files", now)
+            if self.grew("fr", _dir_size(out / "fr")):
+                self.progressed("flight recorder", now)
             if now - self.last_scan >= RANK_SCAN_S:
                 self.last_scan = now
                 self.scan(reporter)
@@ -271,20 +351,28 @@ class _Watcher:
                 if self.proc.poll() is not None and not pids:
                     return "finished"
                 if self.busy_elsewhere(pids):
-                    self.last_progress = now
+                    self.progressed("CPU while starting", now)
+                if self.io_moved():
+                    self.progressed("rank I/O", now)
+                other = self.beacon()
+                if other is not None:
+                    self.beacon_seen = other
+                    return "stalled"
             quiet = now - self.last_progress
-            if quiet >= self.options.stall_timeout:
+            if quiet >= timeout:
                 return "stalled"
+            if quiet >= 1.0:
+                reporter.waiting(quiet, timeout, self.last_signal)
             if quiet >= self.quiet_before_sampling:
                 if not sampling:
                     # A new quiet period: stacks from an earlier one are no baseline.
                     sampling = True
                     self.stacks.clear()
-                    reporter.note(f"no output for {quiet:.0f} s; sampling stacks")
+                    reporter.note(f"no progress signal for {quiet:.0f} s; sampling stacks")
                 if now - self.last_sample >= self.sample_every:
                     self.last_sample = now
                     if self.sampled_progress():
-                        self.last_progress = time.monotonic()
+                        self.progressed("stacks moved")
                         sampling = False
             else:
                 sampling = False
@@ -305,11 +393,20 @@ class _Watcher:
         labels = dict((pid, label) for label, pid in targets)
         for number in (1, 2):
             reporter.note(f"stack snapshot {number}/2 of {len(targets)} process(es)")
-            samples = sample_stacks([pid for _, pid in targets], self.pyspy)
+            # --subprocesses: a rank's DataLoader workers are where a data stall is. Without
+            # known ranks every job process is a target, and a launcher's dump would repeat
+            # its children's.
+            samples = sample_stacks(
+                [pid for _, pid in targets], self.pyspy, subprocesses=bool(self.ranks)
+            )
             failed = 0
+            children = 0
             for pid, sample in samples.items():
                 write_sample(sample, out / "stacks", labels[pid], number)
                 failed += sample.text is None
+                children += len(set(dumped_pids(sample.text or "")) - {pid})
+            if children and number == 1:
+                reporter.note(f"dumped {children} child process(es) of the ranks too")
             if failed:
                 reporter.warn(f"{failed} stack dump(s) failed; see stacks/*.error.txt")
             if number == 1:
@@ -348,6 +445,44 @@ def _end_job(proc: subprocess.Popen[bytes], run_id: str, grace: float) -> tuple[
     return tuple(alive())
 
 
+def _io_bytes(pid: int) -> int | None:
+    """Return the bytes ``pid`` has read and written so far (``rchar + wchar``), or None."""
+    try:
+        text = Path(f"/proc/{pid}/io").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    total = 0
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name in ("rchar", "wchar") and value.strip().isdigit():
+            total += int(value)
+    return total
+
+
+def _split_teardown(log_path: Path, offset: int) -> bool:
+    """Move what the job printed after ``offset`` (live began to end it) to ``teardown.log``."""
+    try:
+        with log_path.open("r+b") as log:
+            log.seek(offset)
+            tail = log.read()
+            if not tail:
+                return False
+            (log_path.parent / TEARDOWN_LOG).write_bytes(tail)
+            log.truncate(offset)
+    except OSError:
+        return False
+    return True
+
+
+def write_beacon(path: Path, text: str) -> None:
+    """Tell the other nodes' agents that this node stalled (node-agent mode)."""
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+        partial.write_text(text + "\n", encoding="utf-8")
+        partial.replace(path)
+
+
 def _prune(directory: Path) -> None:
     remove_pipes(directory)
     # A dump whose writer was killed mid-way (SIGKILL) is no evidence.
@@ -366,9 +501,15 @@ def write_manifest(
     started: str,
     stalled_at: str | None,
     env: dict[str, str],
+    extra: dict[str, object] | None = None,
 ) -> Path:
-    """Write ``manifest.json`` (schema ``logsleuth.bundle/1``, CONTRACT section 4)."""
-    data = {
+    """Write ``manifest.json`` (schema ``logsleuth.bundle/1``, CONTRACT section 4).
+
+    ``extra`` adds keys (``live``: the mode, the stall rule's numbers, the last progress
+    signal); readers of ``logsleuth.bundle/1`` ignore keys they do not know.
+    """
+    data: dict[str, object] = {
+        **(extra or {}),
         "schema": BUNDLE_SCHEMA,
         "command": list(command),
         "ranks": {
@@ -416,7 +557,10 @@ def run_live(options: LiveOptions, reporter: Reporter, echo: BinaryIO | None) ->
     prepare_out_dir(out)
     run_id = uuid.uuid4().hex
     diagnostics = diagnostics_env(
-        out, nccl_subsys=options.nccl_subsys, distributed_debug=options.distributed_debug
+        out,
+        nccl_subsys=options.nccl_subsys,
+        distributed_debug=options.distributed_debug,
+        torch_version=options.torch_version,
     )
     env = job_env(
         {**os.environ, **dict(options.extra_env)},
@@ -439,8 +583,9 @@ def run_live(options: LiveOptions, reporter: Reporter, echo: BinaryIO | None) ->
         except OSError as exc:
             raise CaptureError(f"{options.command[0]}: cannot run: {exc.strerror or exc}") from exc
     reporter.note(f"started pid {proc.pid}: {' '.join(options.command)}")
-    reporter.note(f"bundle: {out}; stall timeout {options.stall_timeout:g} s")
-    output = _Output(log_path, echo)
+    mode = "capture-only" if options.keep_running else "end-on-stall"
+    reporter.note(f"bundle: {out}; stall timeout {options.stall_timeout:g} s; {mode}")
+    output = _Output(log_path, echo, lambda: reporter.waiting(0.0, options.stall_timeout, "output"))
     watcher = _Watcher(options, proc, run_id)
     stalled_at: str | None = None
     outcome = "finished"
@@ -449,9 +594,15 @@ def run_live(options: LiveOptions, reporter: Reporter, echo: BinaryIO | None) ->
             outcome = watcher.watch(output, reporter)
             if outcome == "stalled":
                 stalled_at = _now_iso()
-                reporter.note(
-                    f"stall: no progress for {options.stall_timeout:g} s; capturing every rank"
-                )
+                if watcher.beacon_seen is not None:
+                    reporter.note(f"stall seen by {watcher.beacon_seen}; capturing this node")
+                else:
+                    reporter.note(
+                        f"stall: no progress signal for {options.stall_timeout:g} s "
+                        f"(last: {watcher.last_signal}); capturing every rank"
+                    )
+                    if options.stall_beacon is not None:
+                        write_beacon(options.stall_beacon, f"{watcher.host} at {stalled_at}")
                 watcher.capture(reporter)
         except (KeyboardInterrupt, _Interrupted):
             outcome = "interrupted"
@@ -460,6 +611,9 @@ def run_live(options: LiveOptions, reporter: Reporter, echo: BinaryIO | None) ->
                 watcher.capture(reporter)
         finally:
             survivors: tuple[int, ...] = ()
+            output.pump()
+            end_offset = output.size
+            teardown = False
             if options.keep_running and proc.poll() is None:
                 reporter.note(f"leaving the job running (process group {proc.pid})")
                 _LEFT_RUNNING.append(proc)
@@ -471,11 +625,28 @@ def run_live(options: LiveOptions, reporter: Reporter, echo: BinaryIO | None) ->
                 returncode = proc.returncode
                 if survivors:
                     reporter.warn(f"could not end pid(s) {', '.join(map(str, survivors))}")
+                teardown = outcome != "finished"
             output.close()
+            if teardown and _split_teardown(log_path, end_offset):
+                reporter.note(f"the job's output after live ended it is in {TEARDOWN_LOG}")
             for sub in ("fr", "nccl", "stacks"):
                 _prune(out / sub)
+            live_info: dict[str, object] = {
+                "mode": mode,
+                "node_agent": options.stall_beacon is not None,
+                "stall_timeout_s": options.stall_timeout,
+                "last_progress_signal": watcher.last_signal,
+                "stall_seen_by": watcher.beacon_seen,
+                "teardown_log": TEARDOWN_LOG if (out / TEARDOWN_LOG).exists() else None,
+            }
             write_manifest(
-                out, options.command, watcher.ranks, started, stalled_at, recorded_env(env)
+                out,
+                options.command,
+                watcher.ranks,
+                started,
+                stalled_at,
+                recorded_env(env),
+                {"live": live_info},
             )
     if outcome == "finished":
         reporter.note(f"the job exited with status {returncode}")

@@ -1,5 +1,7 @@
 """Find the inputs: files, directories (recursively), ``.gz`` files and ``-`` (standard input).
 
+Archives (``.tar.gz``, ``.zip`` ...) are read like directories, in memory (:mod:`.archive`).
+
 Problems with one path (missing, unreadable, empty, binary) are returned as
 :class:`Problem` values so that the rest of the input is still analysed; only the caller
 decides whether nothing analysable is left.
@@ -10,6 +12,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import posixpath
 import sys
 import zlib
 from collections.abc import Iterator, Sequence
@@ -17,8 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-_SKIP_NAMES = frozenset({"diagnosis.json", "report.html", "truth.json"})
-"""Outputs of an earlier run inside a bundle directory, and answer keys of test cases."""
+from logsleuth.parse.archive import ArchiveError, is_archive, read_archive
+
+_SKIP_NAMES = frozenset({"diagnosis.json", "report.html", "truth.json", "teardown.log"})
+"""Outputs of an earlier run inside a bundle directory, what a job printed after live ended
+it (live/session.py), and answer keys of test cases."""
 _SKIP_SUFFIXES = (".md", ".rst")
 """Documentation beside the logs (a case's README) is not evidence."""
 _SKIP_DIRS = frozenset({".git", "__pycache__", ".venv", "node_modules"})
@@ -69,6 +75,32 @@ def _walk(directory: Path) -> Iterator[Path]:
                 yield path
 
 
+def _skipped(name: str) -> bool:
+    """Return True for an archive member :func:`_walk` would not yield from a directory."""
+    *dirs, base = name.split("/")
+    if any(d in _SKIP_DIRS or d.startswith(".") for d in dirs):
+        return True
+    return base in _SKIP_NAMES or base.startswith(".") or base.lower().endswith(_SKIP_SUFFIXES)
+
+
+def _archive_sources(path: Path, name: str, problems: list[Problem]) -> list[InputSource]:
+    label = str(path) if name == "." else name
+    try:
+        members = read_archive(path, _skipped)
+    except ArchiveError as exc:
+        problems.append(Problem(label, str(exc)))
+        return []
+    if not members:
+        problems.append(Problem(label, "archive contains no files"))
+    # An archive given alone is the common directory: its members get a bundle's names.
+    return [
+        InputSource(
+            name=m.name if name == "." else posixpath.join(name, m.name), path=None, data=m.data
+        )
+        for m in members
+    ]
+
+
 def _common_dir(roots: Sequence[Path]) -> Path | None:
     if not roots:
         return None
@@ -116,11 +148,14 @@ def discover(
         elif path.resolve() not in seen:
             seen.add(path.resolve())
             files.append(path)
-            roots.append(path.parent)
+            roots.append(path if is_archive(path) else path.parent)
     base = _common_dir(roots)
     sources: list[InputSource] = []
     for p in files:
         name = os.path.relpath(p.resolve(), base) if base is not None else str(p)
+        if is_archive(p):
+            sources.extend(_archive_sources(p, name, problems))
+            continue
         sources.append(InputSource(name=name, path=p))
     if want_stdin:
         stream = stdin if stdin is not None else sys.stdin.buffer

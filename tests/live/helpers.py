@@ -14,12 +14,16 @@ class Recorder:
     def __init__(self) -> None:
         self.notes: list[str] = []
         self.warnings: list[str] = []
+        self.waits: list[tuple[float, float, str]] = []
 
     def note(self, message: str) -> None:
         self.notes.append(message)
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)
+
+    def waiting(self, quiet: float, timeout: float, signal: str) -> None:
+        self.waits.append((quiet, timeout, signal))
 
 
 def job_survivors(out_dir: Path) -> list[int]:

@@ -22,7 +22,7 @@ SIGTERM_GRACE_S = 3.0
 
 needs_torch = pytest.mark.skipif(
     importlib.util.find_spec("torch") is None,
-    reason="torch is not installed (pip install 'logsleuth[live]')",
+    reason="torch is not installed (pip install 'nccl-logsleuth[live]')",
 )
 
 _RANK = textwrap.dedent(

@@ -60,12 +60,22 @@ def test_a_quiet_job_is_captured_and_ended(tmp_path: Path) -> None:
     assert not is_alive(pid) and job_survivors(out) == []
     assert result.returncode == -signal.SIGTERM
     manifest = _manifest(out)
-    assert set(manifest) == {"schema", "command", "ranks", "started", "stalled_at", "env"}
+    assert set(manifest) == {"schema", "command", "ranks", "started", "stalled_at", "env", "live"}
+    live = manifest["live"]
+    assert isinstance(live, dict)
+    assert live.pop("last_progress_signal") in ("output", "new process", "CPU while starting")
+    assert live == {
+        "mode": "end-on-stall",
+        "node_agent": False,
+        "stall_timeout_s": 2.0,
+        "stall_seen_by": None,
+        "teardown_log": None,
+    }
     assert manifest["schema"] == "logsleuth.bundle/1"
     assert manifest["command"] == [PY, "-c", SLEEP]
     assert manifest["ranks"] == {}
     assert manifest["stalled_at"] == result.stalled_at is not None
-    assert any(n.startswith("stall: no progress for 2 s") for n in reporter.notes)
+    assert any(n.startswith("stall: no progress signal for 2 s") for n in reporter.notes)
 
 
 def test_a_job_that_ends_is_not_interrupted(tmp_path: Path) -> None:

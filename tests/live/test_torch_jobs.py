@@ -27,7 +27,7 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
         importlib.util.find_spec("torch") is None,
-        reason="torch is not installed (pip install 'logsleuth[live]')",
+        reason="torch is not installed (pip install 'nccl-logsleuth[live]')",
     ),
 ]
 

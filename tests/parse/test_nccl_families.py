@@ -1,6 +1,6 @@
 """Message families of the NCCL log, one test per family and the releases it spans.
 
-Lines are built from the format strings of /work/shared/docs/nccl-log-format.md (section
+Lines are built from the format strings of docs/nccl-log-format.md (section
 numbers in each test), with its example host ``gpu-a01`` and pid 4721; where the spec
 quotes an example line (``EG``) it is used verbatim.
 """
