@@ -383,7 +383,10 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
         if not event.RECOGNIZED and len(unrecognized) < 5:
             unrecognized.append((event.ref.line, event.text))
     unrecognized.sort()
-    kind = _KIND_OF_READER[taken_by.most_common(1)[0][0]] if taken_by else "unknown"
+    # The reader that took most lines names the kind; ties go to the more specific reader.
+    order = list(_KIND_OF_READER)
+    top = max(taken_by, key=lambda name: (taken_by[name], -order.index(name)), default=None)
+    kind = _KIND_OF_READER[top] if top is not None else "unknown"
     summary = InputSummary(
         source=source.name,
         kind=kind,
