@@ -274,3 +274,28 @@ def test_horovod_shutting_down_is_what_the_survivors_see() -> None:
     ]
     verdict = diagnose(events, [], "0").verdict
     assert (verdict.kind, verdict.code, verdict.culprit_ranks) == ("process-died", "LS702", ())
+
+
+def test_a_downgrade_reported_at_info_level_is_a_warning(tmp_path: Path) -> None:
+    name = "gpu-node001.56683.log"
+    lines = (HEALTHY / name).read_text().splitlines(keepends=True)
+    info = (
+        "gpu-node001:56683:56683 [0] NCCL INFO NET/Plugin: Failed to find ncclNetPlugin symbol "
+        "(>= v5). ncclNetPlugin symbols v4 and lower are not supported.\n"
+    )
+    (tmp_path / name).write_text("".join([*lines[:5], info, *lines[5:]]))
+    diagnosis = analyze([str(tmp_path / name)]).diagnosis
+    assert diagnosis.verdict.kind == "healthy"
+    assert [(f.code, f.kind, f.severity, f.hosts) for f in diagnosis.findings] == [
+        ("LS701", "transport-degraded", "warning", ("gpu-node001",))
+    ]
+
+
+def test_info_lines_never_raise_a_failure(tmp_path: Path) -> None:
+    """An INFO line that quotes a failure's words is no failure: only downgrades count there."""
+    name = "gpu-node001.56683.log"
+    lines = (HEALTHY / name).read_text().splitlines(keepends=True)
+    info = "gpu-node001:56683:56683 [0] NCCL INFO Element 3 of pool 0 has been lost\n"
+    (tmp_path / name).write_text("".join([*lines[:5], info, *lines[5:]]))
+    diagnosis = analyze([str(tmp_path / name)]).diagnosis
+    assert (diagnosis.verdict.kind, diagnosis.findings) == ("healthy", ())
