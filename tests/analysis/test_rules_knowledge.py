@@ -299,3 +299,28 @@ def test_info_lines_never_raise_a_failure(tmp_path: Path) -> None:
     (tmp_path / name).write_text("".join([*lines[:5], info, *lines[5:]]))
     diagnosis = analyze([str(tmp_path / name)]).diagnosis
     assert (diagnosis.verdict.kind, diagnosis.findings) == ("healthy", ())
+
+
+def test_a_cuda_failure_is_left_to_ls303(tmp_path: Path) -> None:
+    """LS303 must fire on NCCL's CUDA failures (no other fixture makes it fire); LS701 defers."""
+    diagnosis = _with_warns(
+        tmp_path, {6: ["Cuda failure 'an illegal memory access was encountered'"]}
+    )
+    assert (diagnosis.verdict.kind, diagnosis.verdict.code, diagnosis.verdict.culprit_ranks) == (
+        "cuda-error",
+        "LS303",
+        (6,),
+    )
+    assert "LS701" not in {f.code for f in diagnosis.findings}
+
+
+def test_a_heartbeat_timeout_is_left_to_ls501(tmp_path: Path) -> None:
+    """LS501 must fire on the heartbeat monitor's line (no other fixture makes it fire)."""
+    log = tmp_path / "train.log"
+    log.write_text(
+        "[rank0]:[E321 07:21:54.020569372 ProcessGroupNCCL.cpp:1458] [PG ID 0 PG GUID "
+        "0(default_pg) Rank 0] Heartbeat monitor timed out! Process will be terminated after "
+        "dumping debug info. workMetaList_.size()=1\n"
+    )
+    diagnosis = analyze([str(log)]).diagnosis
+    assert (diagnosis.verdict.kind, diagnosis.verdict.code) == ("watchdog-stuck", "LS501")
