@@ -76,6 +76,10 @@ class Entry:
         low = text.lower() if lowered is None else lowered
         if not any(k in low for k in self.keywords):
             return None
+        return self.search_patterns(text)
+
+    def search_patterns(self, text: str) -> re.Match[str] | None:
+        """Return the first pattern match in ``text`` (the caller checked the keywords)."""
         for pattern in self.patterns:
             found = pattern.search(text)
             if found is not None:

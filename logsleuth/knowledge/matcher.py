@@ -90,14 +90,74 @@ def entry_by_id(ident: str) -> Entry | None:
     return next((e for e in entries() if e.id == ident.strip().lower()), None)
 
 
+class KeywordIndex:
+    """Find which keywords occur in a text in one pass (an Aho-Corasick automaton).
+
+    The cost of a search grows with the length of the text, not with the number of keywords,
+    so the prefilter stays cheap however many entries the knowledge base holds.
+    """
+
+    def __init__(self, keywords: Iterable[str]) -> None:
+        self._goto: list[dict[str, int]] = [{}]
+        self._out: list[frozenset[str]] = [frozenset()]
+        for word in sorted(set(keywords)):
+            node = 0
+            for char in word:
+                nxt = self._goto[node].get(char)
+                if nxt is None:
+                    nxt = len(self._goto)
+                    self._goto[node][char] = nxt
+                    self._goto.append({})
+                    self._out.append(frozenset())
+                node = nxt
+            self._out[node] = self._out[node] | {word}
+        self._fail = [0] * len(self._goto)
+        queue = list(self._goto[0].values())
+        for node in queue:  # breadth first: a node's fail link is set before its children's
+            for char, child in self._goto[node].items():
+                queue.append(child)
+                fail = self._fail[node]
+                while fail and char not in self._goto[fail]:
+                    fail = self._fail[fail]
+                target = self._goto[fail].get(char, 0)
+                self._fail[child] = target if target != child else 0
+                self._out[child] = self._out[child] | self._out[self._fail[child]]
+
+    def found_in(self, lowered: str) -> set[str]:
+        """Return the keywords that occur in ``lowered``."""
+        goto, fail, out = self._goto, self._fail, self._out
+        node = 0
+        found: set[str] = set()
+        for char in lowered:
+            while node and char not in goto[node]:
+                node = fail[node]
+            node = goto[node].get(char, 0)
+            if out[node]:
+                found |= out[node]
+        return found
+
+
+@cache
+def _index() -> tuple[KeywordIndex, dict[str, tuple[int, ...]]]:
+    """Return the keyword automaton and, per keyword, the positions of its entries."""
+    by_keyword: dict[str, list[int]] = {}
+    for position, entry in enumerate(entries()):
+        for keyword in entry.keywords:
+            by_keyword.setdefault(keyword, []).append(position)
+    return KeywordIndex(by_keyword), {k: tuple(v) for k, v in by_keyword.items()}
+
+
 @lru_cache(maxsize=8192)
 def lookup(text: str) -> Hit | None:
     """Return the entry ``text`` belongs to (highest priority first) and its captured fields."""
     if not text:
         return None
-    lowered = text.lower()
-    for entry in entries():
-        found = entry.search(text, lowered)
+    automaton, by_keyword = _index()
+    candidates = sorted({p for k in automaton.found_in(text.lower()) for p in by_keyword[k]})
+    ordered = entries()
+    for position in candidates:
+        entry = ordered[position]
+        found = entry.search_patterns(text)
         if found is not None:
             fields = tuple((k, v) for k, v in sorted(found.groupdict().items()) if v)
             return Hit(entry, fields)

@@ -274,3 +274,53 @@ def test_horovod_shutting_down_is_what_the_survivors_see() -> None:
     ]
     verdict = diagnose(events, [], "0").verdict
     assert (verdict.kind, verdict.code, verdict.culprit_ranks) == ("process-died", "LS702", ())
+
+
+def test_a_downgrade_reported_at_info_level_is_a_warning(tmp_path: Path) -> None:
+    name = "gpu-node001.56683.log"
+    lines = (HEALTHY / name).read_text().splitlines(keepends=True)
+    info = (
+        "gpu-node001:56683:56683 [0] NCCL INFO NET/Plugin: Failed to find ncclNetPlugin symbol "
+        "(>= v5). ncclNetPlugin symbols v4 and lower are not supported.\n"
+    )
+    (tmp_path / name).write_text("".join([*lines[:5], info, *lines[5:]]))
+    diagnosis = analyze([str(tmp_path / name)]).diagnosis
+    assert diagnosis.verdict.kind == "healthy"
+    assert [(f.code, f.kind, f.severity, f.hosts) for f in diagnosis.findings] == [
+        ("LS701", "transport-degraded", "warning", ("gpu-node001",))
+    ]
+
+
+def test_info_lines_never_raise_a_failure(tmp_path: Path) -> None:
+    """An INFO line that quotes a failure's words is no failure: only downgrades count there."""
+    name = "gpu-node001.56683.log"
+    lines = (HEALTHY / name).read_text().splitlines(keepends=True)
+    info = "gpu-node001:56683:56683 [0] NCCL INFO Element 3 of pool 0 has been lost\n"
+    (tmp_path / name).write_text("".join([*lines[:5], info, *lines[5:]]))
+    diagnosis = analyze([str(tmp_path / name)]).diagnosis
+    assert (diagnosis.verdict.kind, diagnosis.findings) == ("healthy", ())
+
+
+def test_a_cuda_failure_is_left_to_ls303(tmp_path: Path) -> None:
+    """LS303 must fire on NCCL's CUDA failures (no other fixture makes it fire); LS701 defers."""
+    diagnosis = _with_warns(
+        tmp_path, {6: ["Cuda failure 'an illegal memory access was encountered'"]}
+    )
+    assert (diagnosis.verdict.kind, diagnosis.verdict.code, diagnosis.verdict.culprit_ranks) == (
+        "cuda-error",
+        "LS303",
+        (6,),
+    )
+    assert "LS701" not in {f.code for f in diagnosis.findings}
+
+
+def test_a_heartbeat_timeout_is_left_to_ls501(tmp_path: Path) -> None:
+    """LS501 must fire on the heartbeat monitor's line (no other fixture makes it fire)."""
+    log = tmp_path / "train.log"
+    log.write_text(
+        "[rank0]:[E321 07:21:54.020569372 ProcessGroupNCCL.cpp:1458] [PG ID 0 PG GUID "
+        "0(default_pg) Rank 0] Heartbeat monitor timed out! Process will be terminated after "
+        "dumping debug info. workMetaList_.size()=1\n"
+    )
+    diagnosis = analyze([str(log)]).diagnosis
+    assert (diagnosis.verdict.kind, diagnosis.verdict.code) == ("watchdog-stuck", "LS501")

@@ -62,7 +62,10 @@ def test_a_row_maps_to_one_entry_whatever_its_arguments(row: FormatRow) -> None:
 
 
 def test_every_entry_covers_a_catalog_row_or_a_framework_message() -> None:
-    used = {h.entry.id for r in ROWS if (h := lookup(instantiate(r.format))) is not None}
+    """No entry is invented: each reads catalog rows, a framework message, or refines a row."""
+    # WARN rows, and the INFO rows of the downgrades NCCL reports at INFO level.
+    catalog = [r for r in read_rows() if r.level in ("WARN", "INFO")]
+    used = {h.entry.id for r in catalog if (h := lookup(instantiate(r.format))) is not None}
     framework = {e.id for e in entries() if not e.family.startswith("nccl/")}
     assert sorted(e.id for e in entries() if e.id not in used | framework) == sorted(REFINEMENTS)
     flushed = instantiate(

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from logsleuth.knowledge import Entry, KnowledgeError, entries, entry_by_id, lookup, match, search
-from logsleuth.knowledge.matcher import check_unique, parse_entries
+from logsleuth.knowledge.matcher import KeywordIndex, check_unique, parse_entries
 from logsleuth.model.diagnosis import KINDS
+from tests.knowledge.catalog import instantiate, warn_rows
 
 ENTRIES = entries()
 
@@ -155,3 +156,19 @@ def test_malformed_toml_and_duplicates_are_named() -> None:
         str(info.value)
         == "knowledge/b.toml: entry 'demo.entry' is also defined in knowledge/a.toml"
     )
+
+
+def test_the_keyword_automaton_finds_every_occurrence() -> None:
+    index = KeywordIndex(["he", "she", "his", "hers", "ibv_"])
+    assert index.found_in("ushers") == {"she", "he", "hers"}
+    assert index.found_in("ahishers") == {"his", "she", "he", "hers"}
+    assert index.found_in("call to ibv_reg_mr") == {"ibv_"}
+    assert index.found_in("") == set()
+
+
+def test_the_prefilter_changes_no_answer() -> None:
+    """Matching through the automaton gives what trying every entry in order gives."""
+    texts = [instantiate(r.format) for r in warn_rows()] + [x for e in ENTRIES for x in e.fires]
+    for text in texts:
+        naive = next((e for e in ENTRIES if e.search(text) is not None), None)
+        assert match(text) is naive, text

@@ -23,7 +23,7 @@ from logsleuth.knowledge import Entry, Hit
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.messages import LogMessage
-from logsleuth.model.nccl import NcclWarn
+from logsleuth.model.nccl import NcclNetPlugin, NcclUnrecognized, NcclWarn
 from logsleuth.model.torch import GlooError, PythonTraceback, WatchdogError
 
 _IP = re.compile(r"(\d{1,3}(?:\.\d{1,3}){3})")
@@ -57,6 +57,14 @@ def known_messages(index: EvidenceIndex) -> list[Known]:
         text = event_text(event)
         hit = knowledge.lookup(text) if text else None
         if hit is not None:
+            found.append(Known(event, hit, text))
+    # INFO lines count only for the downgrades NCCL reports there (a cause of severity warning).
+    info: list[Event] = [e for e in index.all_of(NcclUnrecognized) if e.level == "INFO"]
+    info += index.all_of(NcclNetPlugin)
+    for event in info:
+        text = str(getattr(event, "message", ""))
+        hit = knowledge.lookup(text) if text else None
+        if hit is not None and hit.entry.role == "cause" and hit.entry.severity == "warning":
             found.append(Known(event, hit, text))
     return found
 
