@@ -48,9 +48,21 @@ def event_text(event: Event) -> str:
     return text
 
 
+_INFORMATIONAL = frozenset({"INFO", "TRACE", "DEBUG", "VLOG(2)", "CALL", "VERSION"})
+
+
+def _informational(message: LogMessage) -> bool:
+    """Return True for a message printed at an informational level (INFO, TRACE, DEBUG)."""
+    return message.level.upper() in _INFORMATIONAL
+
+
 def known_messages(index: EvidenceIndex) -> list[Known]:
     """Return the events whose message text an entry of the knowledge base matches."""
-    events: list[Event] = [*index.warns, *index.all_of(LogMessage), *index.failures]
+    messages = index.all_of(LogMessage)
+    # A message at an informational level (an NCCL INFO line, a framework's INFO or debug
+    # line) that quotes a failure's words is no failure: it counts as an INFO line below.
+    events: list[Event] = [*index.warns, *(m for m in messages if not _informational(m))]
+    events += index.failures
     events += [e for e in index.torch if isinstance(e, WatchdogError | PythonTraceback | GlooError)]
     found: list[Known] = []
     for event in events:
@@ -60,6 +72,7 @@ def known_messages(index: EvidenceIndex) -> list[Known]:
             found.append(Known(event, hit, text))
     # INFO lines count only for the downgrades NCCL reports there (a cause of severity warning).
     info: list[Event] = [e for e in index.all_of(NcclUnrecognized) if e.level == "INFO"]
+    info += [m for m in messages if _informational(m)]
     info += index.all_of(NcclNetPlugin)
     for event in info:
         text = str(getattr(event, "message", ""))
