@@ -45,6 +45,7 @@ from logsleuth.parse.nccl import NcclReader, warm_up
 from logsleuth.parse.pyspy_json import looks_like_pyspy_json, parse_pyspy_json
 from logsleuth.parse.ras import looks_like_ras_json, parse_ras_json
 from logsleuth.parse.stacks import StackReader
+from logsleuth.parse.summary import SummaryReader
 from logsleuth.parse.torchlog import TorchReader
 
 _SAMPLE_LINES = 200
@@ -228,6 +229,7 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
         GdbReader(source.name),
     ]
     messages = MessageReader(source.name)
+    broken_summary = SummaryReader(source.name)
     sink = Sink()
     chunks = _decoded_chunks(source)
     first = next(chunks, "")
@@ -284,6 +286,7 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
             return
         offered.add(number)
         line = Line(number, text, cleaned, hint)
+        broken_summary.watch(line)
         try:
             taker = None
             # A launcher's rank tag starts a line: what stands before one is foreign (a
@@ -301,6 +304,8 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
             # bar, a log viewer's columns): read the line from there, the rest is its label.
             if taker is None:
                 taker = relocate(line, hint)
+            if taker is None and broken_summary.feed(line, sink):
+                taker = broken_summary.name
             if taker is None and messages.feed(line, sink):
                 taker = messages.name
             # A prefix strip can be wrong (a path taken for a CloudWatch stream name): the
@@ -370,7 +375,7 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
             take(total, clean(chunk[pos:stop]))
             pos = stop + 1
     flush_held()
-    for reader in readers:
+    for reader in (*readers, broken_summary):
         reader.close(sink)
     for first_no, rest in joined.items():
         if first_no in sink.recognized:

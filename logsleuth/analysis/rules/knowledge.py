@@ -24,7 +24,7 @@ from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.messages import LogMessage
 from logsleuth.model.nccl import NcclNetPlugin, NcclUnrecognized, NcclWarn
-from logsleuth.model.torch import GlooError, PythonTraceback, WatchdogError
+from logsleuth.model.torch import GlooError, LauncherEvent, PythonTraceback, WatchdogError
 
 _IP = re.compile(r"(\d{1,3}(?:\.\d{1,3}){3})")
 _QUOTE = 160
@@ -64,6 +64,9 @@ def known_messages(index: EvidenceIndex) -> list[Known]:
     events: list[Event] = [*index.warns, *(m for m in messages if not _informational(m))]
     events += index.failures
     events += [e for e in index.torch if isinstance(e, WatchdogError | PythonTraceback | GlooError)]
+    # c10 warnings the launcher grammar reads as notices ("[W socket.cpp:663] [c10d] The client
+    # socket has failed to connect ...") say what failed too.
+    events += index.all_of(LauncherEvent)
     found: list[Known] = []
     for event in events:
         text = event_text(event)
