@@ -283,6 +283,10 @@ def _read_manifest(source: InputSource, text: str, data: object) -> InputResult 
             )
     command = data.get("command", [])
     stalled = data.get("stalled_at")
+    exit_info = data.get("exit")
+    exit_info = exit_info if isinstance(exit_info, dict) else {}
+    status, signame, ended_by = (exit_info.get(k) for k in ("status", "signal", "ended_by"))
+    outcome = data.get("outcome")
     manifest = BundleManifest(
         ref=SourceRef(source.name, 1),
         text=text.splitlines()[0] if text else "",
@@ -290,6 +294,10 @@ def _read_manifest(source: InputSource, text: str, data: object) -> InputResult 
         command=tuple(str(c) for c in command) if isinstance(command, list) else (),
         ranks=tuple(sorted(ranks, key=lambda r: r.rank)),
         stalled_at=str(stalled) if stalled is not None else None,
+        outcome=outcome if isinstance(outcome, str) else None,
+        exit_status=status if isinstance(status, int) and -(1 << 31) <= status < 1 << 31 else None,
+        exit_signal=signame if isinstance(signame, str) else None,
+        ended_by=ended_by if isinstance(ended_by, str) else None,
     )
     return _whole_file(source, text, (manifest,), "bundle-manifest")
 
