@@ -61,7 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--format", choices=("text", "json"), default="text", help="what to print (default: text)"
     )
     analyze.add_argument("--quiet", action="store_true", help="print only the one-line verdict")
-    analyze.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    analyze.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
 
     explain = sub.add_parser(
         "explain",
@@ -69,7 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print what a rule's finding means: symptom, likely causes, what to check.",
     )
     explain.add_argument("code", nargs="?", help="rule code (LS101) or name (collective.missing)")
-    explain.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    explain.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
 
     live = sub.add_parser(
         "live",
@@ -95,7 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="backend for the built-in repro scenarios (exported as LOGSLEUTH_BACKEND)",
     )
     live.add_argument("job", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
-    live.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    live.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
 
     repro = sub.add_parser(
         "repro",
@@ -123,7 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--live", action="store_true", help="run it under logsleuth live")
     _add_live_options(run)
-    repro.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    repro.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
 
     coverage = sub.add_parser(
         "coverage",
@@ -133,7 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     coverage.add_argument("paths", nargs="+", metavar="PATH", help="file, directory or .gz file")
     coverage.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    coverage.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    coverage.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
     return parser
 
 

@@ -237,10 +237,11 @@ def _decoded_chunks(source: InputSource) -> Iterator[str]:
                 else:
                     yield text[:cut]
                 text = text[cut:]
-            if text and held < budgets.LINE_CHARS:
-                piece = text[: budgets.LINE_CHARS - held]
-                pending.append(piece)
-                held += len(piece)
+            if text:
+                piece = text[: max(0, budgets.LINE_CHARS - held)]
+                if piece:
+                    pending.append(piece)
+                    held += len(piece)
                 if len(piece) < len(text):
                     _note(
                         f"a line longer than {budgets.LINE_CHARS:,} characters was cut to that length"
@@ -640,4 +641,7 @@ def read_inputs(
     warm_up()
     context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        yield from map(_result, pool.map(_read_one, work, chunksize=1))
+        # Many small inputs: batches keep the hand-over cost per file small; few big ones
+        # go one by one so that the workers share the load.
+        chunksize = max(1, min(64, len(work) // (workers * 16)))
+        yield from map(_result, pool.map(_read_one, work, chunksize=chunksize))

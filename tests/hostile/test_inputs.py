@@ -369,3 +369,22 @@ def test_nothing_usable_is_exit_2_in_one_line(tmp_path: Path, name: str) -> None
     outcome = run_analyze(["analyze", name], cwd=tmp_path)
     assert outcome.code == 2
     assert len(outcome.stderr.splitlines()) == 1, outcome.stderr
+
+
+def test_an_exception_reading_one_input_is_contained(tmp_path: Path) -> None:
+    # A parser bug, simulated: reading py-spy JSON raises. That input becomes an input
+    # error (one line; the traceback only with --debug) and the good log is analysed.
+    (tmp_path / "pyspy.json").write_text('[{"thread_id": 1, "frames": [], "owns_gil": false}]')
+    _good(tmp_path)
+    patch = (
+        "import logsleuth.parse.dispatch as d\n"
+        "def boom(*args): raise ZeroDivisionError('simulated parser bug')\n"
+        "d.parse_pyspy_json = boom"
+    )
+    outcome = _analyze(tmp_path, ".", patch=patch)
+    _check(outcome, warns="pyspy.json: could not be read: ZeroDivisionError: simulated")
+    assert _inputs(outcome)["pyspy.json"]["kind"] == "unreadable"
+    debug = run_analyze(["--debug", "analyze", ".", "--json", "-"], cwd=tmp_path, patch=patch)
+    assert debug.code in (0, 1)
+    assert "Traceback (most recent call last)" in debug.stderr
+    assert "ZeroDivisionError: simulated parser bug" in debug.stderr
