@@ -120,10 +120,16 @@ class _Walk:
             for entry in entries:
                 name = entry.name
                 child = os.path.join(rel, name) if rel else name
+                child_label = os.path.join(label, child)
                 try:
                     is_dir = entry.is_dir(follow_symlinks=False)
                     is_file = not is_dir and entry.is_file()
-                except OSError:
+                except OSError as exc:
+                    self.problems.append(Problem(display_name(child_label), _reason(exc)))
+                    continue
+                if not (is_dir or is_file) and entry.is_symlink():
+                    reason = _missing_reason(entry.path)
+                    self.problems.append(Problem(display_name(child_label), reason))
                     continue
                 if is_dir:
                     if name in _SKIP_DIRS or name.startswith("."):
@@ -131,7 +137,7 @@ class _Walk:
                     if depth + 1 > budgets.DIR_DEPTH:
                         self.problems.append(
                             Problem(
-                                display_name(os.path.join(label, child)),
+                                display_name(child_label),
                                 f"nested more than {budgets.DIR_DEPTH} directories deep; "
                                 "not searched",
                             )

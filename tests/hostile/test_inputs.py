@@ -349,6 +349,12 @@ def test_symlink_loop_is_reported_as_such(tmp_path: Path) -> None:
     _good(tmp_path)
     outcome = _analyze(tmp_path, "a.log", "good.log")
     _check(outcome, warns="a.log: symbolic link loop")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "c.log").symlink_to("c.log")
+    (tmp_path / "sub" / "gone.log").symlink_to("nowhere.log")
+    outcome = _analyze(tmp_path, "sub", "good.log")
+    _check(outcome, warns="sub/c.log: symbolic link loop")
+    _check(outcome, warns="sub/gone.log: broken symbolic link")
 
 
 def test_missing_live_command_leaves_no_out_directory(tmp_path: Path) -> None:
