@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -172,32 +173,57 @@ def end_processes(
     grace: float,
     hurry: Callable[[], bool] = lambda: False,
     on_kill: Callable[[int], None] | None = None,
+    child: subprocess.Popen[bytes] | None = None,
 ) -> list[int]:
     """SIGTERM the processes ``find`` returns, then SIGKILL what is left after ``grace``.
 
     ``find`` is asked again before each signal, so processes started in between (a
     launcher restarting a worker) are ended too. ``hurry`` cuts the grace period short
-    (a second Ctrl-C). Returns the pids still alive at the end.
+    (a second Ctrl-C). ``child``, a process this one started, is signalled and reaped
+    through its Popen so that its exit status is kept (psutil would reap it unseen).
+    Returns the pids still alive at the end.
     """
-    procs = find()
-    if not procs:
+
+    def living() -> list[psutil.Process]:
+        skip = child.pid if child is not None else None
+        return [p for p in _living(find()) if p.pid != skip]
+
+    def child_alive() -> bool:
+        return child is not None and child.poll() is None
+
+    def send(procs: list[psutil.Process], signum: int) -> None:
+        _send(procs, signum)
+        if child_alive():
+            assert child is not None
+            with contextlib.suppress(OSError):
+                child.send_signal(signum)
+
+    procs = living()
+    if not procs and not child_alive():
         return []
-    _send(procs, signal.SIGTERM)
+    send(procs, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and not hurry():
-        procs = _living(procs + find())
-        if not procs:
+        procs = living()
+        if not procs and not child_alive():
             return []
-        psutil.wait_procs(procs, timeout=0.2)
+        if procs:
+            psutil.wait_procs(procs, timeout=0.2)
+        else:
+            time.sleep(0.2)
     for _ in range(3):
-        procs = _living(procs + find())
-        if not procs:
+        procs = living()
+        if not procs and not child_alive():
             return []
         if on_kill is not None:
-            on_kill(len(procs))
-        _send(procs, signal.SIGKILL)
+            on_kill(len(procs) + child_alive())
+        send(procs, signal.SIGKILL)
         psutil.wait_procs(procs, timeout=2.0)
-    return sorted(p.pid for p in _living(procs + find()))
+        if child is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=2.0)
+    left = [p.pid for p in living()] + ([child.pid] if child_alive() and child else [])
+    return sorted(left)
 
 
 def _living(procs: list[psutil.Process]) -> list[psutil.Process]:

@@ -376,7 +376,6 @@ def _end_job(
     """SIGTERM, then SIGKILL, the job's process group and any job process outside it."""
 
     def find() -> list[Any]:
-        proc.poll()  # reap the launcher, so that it does not linger as a zombie
         return job_processes(proc.pid, RUN_MARKER, run_id)
 
     def hurry() -> bool:
@@ -386,7 +385,7 @@ def _end_job(
         if teardown is not None:
             _quietly(teardown.reporter.note, f"{count} process(es) still alive: SIGKILL")
 
-    survivors = end_processes(find, grace, hurry, killing)
+    survivors = end_processes(find, grace, hurry, killing, child=proc)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5.0)
     return tuple(survivors)
