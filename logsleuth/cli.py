@@ -357,13 +357,17 @@ def _live(
     diagnosis = analysis.diagnosis
     _write(str(out / "diagnosis.json"), render_json(diagnosis))
     _write(str(out / "report.html"), render_html(diagnosis))
-    sys.stdout.write(_terminal_text(diagnosis, sys.stdout))
-    sys.stdout.write(f"report: {out / 'report.html'}\n")
+    # The bundle is complete on disk; a terminal that is gone (SIGHUP) changes nothing.
+    with contextlib.suppress(OSError):
+        sys.stdout.write(_terminal_text(diagnosis, sys.stdout))
+        sys.stdout.write(f"report: {out / 'report.html'}\n")
+        sys.stdout.flush()
     if result.survivors:
-        sys.stderr.write(
-            f"{PROG}: warning: job process(es) still alive: "
-            f"{', '.join(map(str, result.survivors))}\n"
-        )
+        with contextlib.suppress(OSError):
+            sys.stderr.write(
+                f"{PROG}: warning: job process(es) still alive: "
+                f"{', '.join(map(str, result.survivors))}\n"
+            )
     return _exit_code(diagnosis)
 
 
