@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import BinaryIO
 
 from logsleuth import __version__
@@ -13,7 +14,15 @@ from logsleuth.errors import InputError
 from logsleuth.model.base import Event, InputSummary
 from logsleuth.model.diagnosis import Diagnosis
 from logsleuth.parse.discover import Problem, discover
-from logsleuth.parse.dispatch import read_inputs
+from logsleuth.parse.dispatch import InputReadError, read_inputs
+
+
+class NoAnalysableInput(InputError):
+    """No input could be analysed; ``problems`` says why for each."""
+
+    def __init__(self, source: str, reason: str, problems: Sequence[Problem]) -> None:
+        super().__init__(source, reason)
+        self.problems = tuple(problems)
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,13 +31,19 @@ class Analysis:
 
     diagnosis: Diagnosis
     problems: tuple[Problem, ...]
+    files: tuple[Path, ...] = field(default=())
+    """The files that were read (not standard input), so that no output overwrites one."""
 
 
 def analyze(paths: Sequence[str], stdin: BinaryIO | None = None) -> Analysis:
     """Analyse the given paths (files, directories, ``.gz``, ``-``).
 
+    Each input is read in isolation: one that cannot be read, or only in part, becomes a
+    problem (and a data gap) and the others are still analysed.
+
     Raises:
-        InputError: no input could be analysed at all; the message names the path(s) and why.
+        NoAnalysableInput: no input could be analysed at all; the message names the path(s)
+            and why.
     """
     sources, problems = discover(paths, stdin=stdin)
     events: list[Event] = []
@@ -41,7 +56,8 @@ def analyze(paths: Sequence[str], stdin: BinaryIO | None = None) -> Analysis:
     for source, result in zip(sources, results, strict=True):
         if isinstance(result, InputError):
             exc = result
-            problems.append(Problem(source.name, exc.reason))
+            trace = exc.trace if isinstance(exc, InputReadError) else ""
+            problems.append(Problem(source.name, exc.reason, trace))
             summaries.append(
                 InputSummary(
                     source=source.name,
@@ -56,6 +72,8 @@ def analyze(paths: Sequence[str], stdin: BinaryIO | None = None) -> Analysis:
             continue
         summaries.append(result.summary)
         events.extend(result.events)
+        if result.summary.error:
+            problems.append(Problem(source.name, result.summary.error))
         if result.summary.recognized:
             usable += 1
         else:
@@ -66,11 +84,12 @@ def analyze(paths: Sequence[str], stdin: BinaryIO | None = None) -> Analysis:
     if not usable:
         problems.extend(silent)
         if len(problems) == 1:
-            raise InputError(problems[0].name, problems[0].reason)
+            raise NoAnalysableInput(problems[0].name, problems[0].reason, problems)
         if not problems:
             raise InputError("<input>", "no input paths were given")
         reasons = "; ".join(f"{p.name}: {p.reason}" for p in problems[:4])
         more = f" (and {len(problems) - 4} more)" if len(problems) > 4 else ""
-        raise InputError("no analysable input", reasons + more)
+        raise NoAnalysableInput("no analysable input", reasons + more, problems)
     diagnosis = diagnose(events, summaries, __version__)
-    return Analysis(diagnosis=diagnosis, problems=tuple(problems))
+    files = tuple(s.path for s in sources if s.path is not None and not s.name.startswith("<"))
+    return Analysis(diagnosis=diagnosis, problems=tuple(problems), files=files)

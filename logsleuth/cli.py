@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
@@ -21,6 +22,7 @@ from logsleuth.errors import (
     UsageError,
 )
 from logsleuth.model.diagnosis import Diagnosis
+from logsleuth.parse.discover import Problem
 
 if TYPE_CHECKING:
     from logsleuth.knowledge import Entry
@@ -370,13 +372,45 @@ def _exit_code(diagnosis: Diagnosis) -> int:
 
 
 def _write(path: str, text: str) -> None:
+    """Write ``text`` whole or not at all: a failed write leaves no half-written file."""
     target = Path(path)
+    partial = target.with_name(f".{target.name}.partial")
     try:
         if target.parent and not target.parent.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+        partial.write_text(text, encoding="utf-8", errors="backslashreplace")
+        partial.replace(target)
     except OSError as exc:
-        raise UsageError(f"{path}: cannot write: {exc.strerror or exc}") from exc
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        raise UsageError(f"{_shown(path)}: cannot write: {exc.strerror or exc}") from exc
+
+
+def _shown(text: str) -> str:
+    """Return ``text`` fit for one terminal line: control characters made visible."""
+    from logsleuth.parse.discover import display_name
+
+    return display_name(text)
+
+
+def _refuse_inputs(targets: Sequence[str | None], files: Sequence[Path]) -> None:
+    """Refuse an output path that names one of the inputs: it would be overwritten."""
+    for target in targets:
+        if not target or target == "-" or not os.path.exists(target):
+            continue
+        for path in files:
+            with contextlib.suppress(OSError):
+                if os.path.samefile(target, path):
+                    raise UsageError(
+                        f"{_shown(target)}: is one of the inputs; refusing to overwrite it"
+                    )
+
+
+def _warn_problems(problems: Sequence[Problem], debug: bool) -> None:
+    for problem in problems:
+        if debug and problem.trace:
+            sys.stderr.write(problem.trace)
+        sys.stderr.write(f"{PROG}: warning: {_shown(problem.name)}: {_shown(problem.reason)}\n")
 
 
 def _terminal(stream: TextIO, widest: int) -> tuple[bool, int]:
@@ -407,9 +441,12 @@ def _run_analyze(args: argparse.Namespace) -> int:
     from logsleuth.report.html import render_html
     from logsleuth.report.json import render_json
 
+    for target in (args.json, args.html):
+        if target and target != "-" and target in args.paths:
+            raise UsageError(f"{_shown(target)}: is one of the inputs; refusing to overwrite it")
     result = analyze(args.paths)
-    for problem in result.problems:
-        sys.stderr.write(f"{PROG}: warning: {problem.name}: {problem.reason}\n")
+    _refuse_inputs((args.json, args.html), result.files)
+    _warn_problems(result.problems, args.debug)
     diagnosis = result.diagnosis
     json_to_stdout = args.json == "-" or args.format == "json"
     human = sys.stderr if json_to_stdout else sys.stdout
@@ -421,7 +458,7 @@ def _run_analyze(args: argparse.Namespace) -> int:
         sys.stdout.write(render_json(diagnosis))
     if args.quiet:
         verdict = diagnosis.verdict
-        human.write(f"{verdict.kind}: {verdict.summary}\n")
+        human.write(f"{verdict.kind}: {_shown(verdict.summary)}\n")
     elif not (args.format == "json" and args.json != "-"):
         human.write(_terminal_text(diagnosis, human))
     if args.html and not args.quiet:
@@ -437,7 +474,8 @@ def _run_coverage(args: argparse.Namespace) -> int:
         sys.stdout.write(coverage_json(result))
     else:
         _, width = _terminal(sys.stdout, 160)
-        sys.stdout.write(render_coverage(result, width=width))
+        text = render_coverage(result, width=width)
+        sys.stdout.write("\n".join(_shown(line) for line in text.split("\n")))
     return EXIT_OK
 
 
@@ -541,23 +579,27 @@ def _live(
     result = run_live(options, reporter, sys.stdout.buffer)
     reporter.note(f"analysing the bundle in {out}")
     analysis = analyze([str(out)])
-    for problem in analysis.problems:
-        sys.stderr.write(f"{PROG}: warning: {problem.name}: {problem.reason}\n")
+    _warn_problems(analysis.problems, args.debug)
     diagnosis = analysis.diagnosis
     _write(str(out / "diagnosis.json"), render_json(diagnosis))
     _write(str(out / "report.html"), render_html(diagnosis))
     reporter.note(f"to attach the bundle to a ticket: logsleuth pack {out}")
-    sys.stdout.write(_terminal_text(diagnosis, sys.stdout))
-    sys.stdout.write(f"report: {out / 'report.html'}\n")
+    # The bundle is complete on disk; a terminal that is gone (SIGHUP) changes nothing.
+    with contextlib.suppress(OSError):
+        sys.stdout.write(_terminal_text(diagnosis, sys.stdout))
+        sys.stdout.write(f"report: {out / 'report.html'}\n")
+        sys.stdout.flush()
     if result.survivors:
-        sys.stderr.write(
-            f"{PROG}: warning: job process(es) still alive: "
-            f"{', '.join(map(str, result.survivors))}\n"
-        )
+        with contextlib.suppress(OSError):
+            sys.stderr.write(
+                f"{PROG}: warning: job process(es) still alive: "
+                f"{', '.join(map(str, result.survivors))}\n"
+            )
     if result.returncode is None and result.outcome == "stalled":
-        sys.stderr.write(
-            f"{PROG}: the job is still running (--capture-only); process group {result.pgid}\n"
-        )
+        with contextlib.suppress(OSError):
+            sys.stderr.write(
+                f"{PROG}: the job is still running (--capture-only); process group {result.pgid}\n"
+            )
     return _exit_code(diagnosis)
 
 
@@ -676,7 +718,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return commands[args.command](args)
     except LogsleuthError as exc:
-        sys.stderr.write(f"{PROG}: error: {exc}\n")
+        if args.debug:
+            for problem in getattr(exc, "problems", ()):
+                sys.stderr.write(problem.trace)
+        sys.stderr.write(f"{PROG}: error: {_shown(str(exc))}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write(f"{PROG}: interrupted\n")

@@ -26,7 +26,7 @@ from logsleuth.model.diagnosis import (
     StackClass,
     Verdict,
 )
-from logsleuth.model.ranks import format_ranks
+from logsleuth.model.ranks import LISTED_RANKS, absent_ranks, format_ranks
 from logsleuth.model.torch import LauncherEvent, TorchVersion
 
 PRECEDENCE = (
@@ -247,10 +247,9 @@ def _communicators(index: EvidenceIndex) -> tuple[CommunicatorView, ...]:
         if not seen:
             seen = {r for s in state.members if (r := index.rank_of(*s)) is not None}
         missing = ""
-        if state.nranks and state.started and state.nranks <= 65536:
-            missing = format_ranks(
-                set(range(state.nranks)) - set(state.started) - set(state.completed)
-            )
+        if state.nranks and state.started:
+            absent = absent_ranks(state.nranks, [*state.started, *state.completed], LISTED_RANKS)
+            missing = format_ranks(absent) if absent is not None else ""
         groups: dict[tuple[int, str], list[Stream]] = defaultdict(list)
         for stream, ops in state.ops.items():
             if ops:
@@ -344,11 +343,11 @@ def _gaps(index: EvidenceIndex, inputs: Sequence[InputView]) -> tuple[str, ...]:
     gaps: list[str] = []
     if index.world_size:
         known = {p.rank for p in index.procs.values() if p.rank is not None}
-        missing = set(range(index.world_size)) - known
-        if missing and known:
-            gaps.append(
-                f"no evidence from {len(missing)} of {index.world_size} ranks: {format_ranks(missing)}"
-            )
+        missing = absent_ranks(index.world_size, known, LISTED_RANKS)
+        count = index.world_size - len({r for r in known if 0 <= r < index.world_size})
+        if count and known:
+            listed = format_ranks(missing) if missing is not None else "too many to list"
+            gaps.append(f"no evidence from {count} of {index.world_size} ranks: {listed}")
     partial = [v for v in inputs if not v.error and v.unrecognized]
     for view in inputs:
         if view.error:

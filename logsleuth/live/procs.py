@@ -1,14 +1,20 @@
-"""Find a job's processes and their ranks from ``/proc`` (Linux)."""
+"""Find a job's processes and their ranks, and end them (psutil)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterable
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
-_PROC = Path("/proc")
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+import psutil
+
+_GONE = (psutil.NoSuchProcess, psutil.ZombieProcess)
+_UNREADABLE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
+_DEAD = frozenset({psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD})
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,50 +27,43 @@ class RankProcess:
     host: str
 
 
-def _stat_fields(pid: int) -> list[str] | None:
+def _process(pid: int) -> psutil.Process | None:
     try:
-        text = (_PROC / str(pid) / "stat").read_text(errors="replace")
-    except OSError:
+        return psutil.Process(pid)
+    except (*_UNREADABLE, ValueError):
         return None
-    # The command name in parentheses may hold spaces and ')': split after the last one.
-    _, _, rest = text.rpartition(")")
-    return rest.split()
-
-
-def state_of(pid: int) -> str | None:
-    """Return the process state letter (``R``, ``S``, ``Z`` ...), or None when it is gone."""
-    fields = _stat_fields(pid)
-    return fields[0] if fields else None
-
-
-def cpu_seconds(pid: int) -> float | None:
-    """Return the CPU time (user + system) ``pid`` has used so far, or None when it is gone."""
-    fields = _stat_fields(pid)
-    # utime and stime are fields 14 and 15 of stat; fields[0] here is field 3.
-    if fields and len(fields) > 12 and fields[11].isdigit() and fields[12].isdigit():
-        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
-    return None
 
 
 def is_alive(pid: int) -> bool:
     """Return True while ``pid`` exists and is not a zombie."""
-    return state_of(pid) not in (None, "Z", "X")
-
-
-def _all_pids() -> list[int]:
+    proc = _process(pid)
+    if proc is None:
+        return False
     try:
-        return [int(name) for name in os.listdir(_PROC) if name.isdigit()]
-    except OSError:
-        return []
+        return proc.status() not in _DEAD
+    except _UNREADABLE:
+        return False
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """Return the CPU time (user + system) ``pid`` has used so far, or None when it is gone."""
+    proc = _process(pid)
+    if proc is None:
+        return None
+    try:
+        times = proc.cpu_times()
+    except _UNREADABLE:
+        return None
+    return float(times.user + times.system)
 
 
 def parent_map() -> dict[int, int]:
     """Return pid -> parent pid for every process on the machine."""
     parents: dict[int, int] = {}
-    for pid in _all_pids():
-        fields = _stat_fields(pid)
-        if fields and len(fields) > 2 and fields[1].isdigit():
-            parents[pid] = int(fields[1])
+    for proc in psutil.process_iter(["ppid"]):
+        ppid = proc.info.get("ppid")
+        if isinstance(ppid, int):
+            parents[proc.pid] = ppid
     return parents
 
 
@@ -85,16 +84,13 @@ def descendants(root: int, parents: dict[int, int] | None = None) -> list[int]:
 
 def read_environ(pid: int) -> dict[str, str] | None:
     """Return the environment ``pid`` was started with, or None when it cannot be read."""
-    try:
-        raw = (_PROC / str(pid) / "environ").read_bytes()
-    except OSError:
+    proc = _process(pid)
+    if proc is None:
         return None
-    env: dict[str, str] = {}
-    for item in raw.split(b"\0"):
-        name, sep, value = item.partition(b"=")
-        if sep:
-            env[name.decode(errors="replace")] = value.decode(errors="replace")
-    return env
+    try:
+        return dict(proc.environ())
+    except (*_UNREADABLE, OSError):
+        return None
 
 
 def _identity(env: dict[str, str] | None) -> tuple[str, str] | None:
@@ -144,20 +140,104 @@ def marked_processes(marker: str, value: str, exclude: Iterable[int] = ()) -> li
     """Return living processes whose environment has ``marker=value`` (the job's, wherever)."""
     skip = set(exclude)
     found = []
-    for pid in _all_pids():
-        if pid in skip or not is_alive(pid):
+    for proc in psutil.process_iter():
+        if proc.pid in skip or proc.pid == os.getpid():
             continue
-        env = read_environ(pid)
-        if env is not None and env.get(marker) == value:
-            found.append(pid)
+        try:
+            if proc.status() in _DEAD or proc.environ().get(marker) != value:
+                continue
+        except (*_UNREADABLE, OSError):
+            continue
+        found.append(proc.pid)
     return sorted(found)
 
 
 def group_members(pgid: int) -> list[int]:
     """Return the living processes of process group ``pgid``."""
     members = []
-    for pid in _all_pids():
-        fields = _stat_fields(pid)
-        if fields and len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-            members.append(pid)
+    for proc in psutil.process_iter():
+        with contextlib.suppress(OSError, *_UNREADABLE):
+            if os.getpgid(proc.pid) == pgid and proc.status() not in _DEAD:
+                members.append(proc.pid)
     return sorted(members)
+
+
+def job_processes(pgid: int, marker: str, value: str) -> list[psutil.Process]:
+    """Return the living processes of a job: its process group and every marked process."""
+    pids = set(group_members(pgid)) | set(marked_processes(marker, value))
+    return [p for p in map(_process, sorted(pids)) if p is not None]
+
+
+def end_processes(
+    find: Callable[[], list[psutil.Process]],
+    grace: float,
+    hurry: Callable[[], bool] = lambda: False,
+    on_kill: Callable[[int], None] | None = None,
+    child: subprocess.Popen[bytes] | None = None,
+) -> list[int]:
+    """SIGTERM the processes ``find`` returns, then SIGKILL what is left after ``grace``.
+
+    ``find`` is asked again before each signal, so processes started in between (a
+    launcher restarting a worker) are ended too. ``hurry`` cuts the grace period short
+    (a second Ctrl-C). ``child``, a process this one started, is signalled and reaped
+    through its Popen so that its exit status is kept (psutil would reap it unseen).
+    Returns the pids still alive at the end.
+    """
+
+    def living() -> list[psutil.Process]:
+        skip = child.pid if child is not None else None
+        return [p for p in _living(find()) if p.pid != skip]
+
+    def child_alive() -> bool:
+        return child is not None and child.poll() is None
+
+    def send(procs: list[psutil.Process], signum: int) -> None:
+        _send(procs, signum)
+        if child_alive():
+            assert child is not None
+            with contextlib.suppress(OSError):
+                child.send_signal(signum)
+
+    procs = living()
+    if not procs and not child_alive():
+        return []
+    send(procs, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and not hurry():
+        procs = living()
+        if not procs and not child_alive():
+            return []
+        if procs:
+            psutil.wait_procs(procs, timeout=0.2)
+        else:
+            time.sleep(0.2)
+    for _ in range(3):
+        procs = living()
+        if not procs and not child_alive():
+            return []
+        if on_kill is not None:
+            on_kill(len(procs) + child_alive())
+        send(procs, signal.SIGKILL)
+        psutil.wait_procs(procs, timeout=2.0)
+        if child is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=2.0)
+    left = [p.pid for p in living()] + ([child.pid] if child_alive() and child else [])
+    return sorted(left)
+
+
+def _living(procs: list[psutil.Process]) -> list[psutil.Process]:
+    seen: dict[int, psutil.Process] = {}
+    for proc in procs:
+        try:
+            if proc.is_running() and proc.status() not in _DEAD:
+                seen.setdefault(proc.pid, proc)
+        except _UNREADABLE:
+            continue
+    return list(seen.values())
+
+
+def _send(procs: list[psutil.Process], signum: int) -> None:
+    for proc in procs:
+        with contextlib.suppress(*_UNREADABLE):
+            proc.send_signal(signum)

@@ -36,9 +36,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -47,7 +49,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from types import FrameType
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from logsleuth.errors import CaptureError
 from logsleuth.live.capture import (
@@ -71,12 +73,14 @@ from logsleuth.live.procs import (
     RankProcess,
     cpu_seconds,
     descendants,
+    end_processes,
     find_ranks,
-    group_members,
     is_alive,
+    job_processes,
     marked_processes,
     parent_map,
 )
+from logsleuth.live.supervisor import RELEASE
 
 BUNDLE_SCHEMA = "logsleuth.bundle/1"
 POLL_S = 0.25
@@ -131,6 +135,10 @@ class LiveResult:
     pgid: int
     survivors: tuple[int, ...] = field(default=())
     """Job processes still alive after clean-up (empty unless ``keep_running``)."""
+    exit_status: int | None = None
+    """The launcher's exit status when it exited (None when a signal ended it)."""
+    exit_signal: str | None = None
+    """The signal that ended the launcher (``SIGSEGV``, ``SIGTERM`` ...), if one did."""
 
 
 def _now_iso() -> str:
@@ -141,20 +149,61 @@ class _Interrupted(Exception):
     """SIGTERM reached live mode: capture what is there, then clean up, as for Ctrl-C."""
 
 
+class _HungUp(_Interrupted):
+    """SIGHUP reached live mode (a closed terminal, a dropped SSH session): nobody is
+    there to wait for a capture, so the job is ended at once and the manifest written."""
+
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
 @contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
+def _signals_interrupt() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        raise _Interrupted
+        raise _HungUp if signum == signal.SIGHUP else _Interrupted
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = {s: signal.signal(s, handler) for s in _STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, action in previous.items():
+            signal.signal(signum, action)
+
+
+class _Teardown:
+    """While the job is being ended, Ctrl-C (and SIGTERM/SIGHUP) escalates instead of
+    aborting: the first one during teardown skips the rest of the grace period and kills
+    the job (SIGKILL); the manifest is still written."""
+
+    def __init__(self, reporter: Reporter) -> None:
+        self.reporter = reporter
+        self.hurry = False
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _Teardown:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, *_STOP_SIGNALS):
+                self.previous[signum] = signal.signal(signum, self._handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, action in self.previous.items():
+            signal.signal(signum, action)
+
+    def _handler(self, signum: int, frame: FrameType | None) -> None:
+        if not self.hurry:
+            self.hurry = True
+            _quietly(self.reporter.warn, "interrupted again: killing the job now (SIGKILL)")
+
+
+def _quietly(say: Callable[[str], None], message: str) -> None:
+    """Report ``message``; a terminal that is gone (SIGHUP) must not stop the teardown."""
+    with contextlib.suppress(OSError, ValueError):
+        say(message)
 
 
 class _Output:
@@ -415,34 +464,40 @@ class _Watcher:
             reporter.note("wrote ncclras.txt")
 
 
-def _end_job(proc: subprocess.Popen[bytes], run_id: str, grace: float) -> tuple[int, ...]:
+def _end_job(
+    proc: subprocess.Popen[bytes],
+    run_id: str,
+    grace: float,
+    teardown: _Teardown | None = None,
+) -> tuple[int, ...]:
     """SIGTERM, then SIGKILL, the job's process group and any job process outside it."""
 
-    def alive() -> list[int]:
-        return sorted(set(group_members(proc.pid)) | set(marked_processes(RUN_MARKER, run_id)))
+    def find() -> list[Any]:
+        return job_processes(proc.pid, RUN_MARKER, run_id)
 
-    def signal_all(signum: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signum)
-        for pid in marked_processes(RUN_MARKER, run_id):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signum)
+    def hurry() -> bool:
+        return teardown is not None and teardown.hurry
 
-    if alive():
-        signal_all(signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while alive() and time.monotonic() < deadline:
-            proc.poll()
-            time.sleep(0.1)
-        if alive():
-            signal_all(signal.SIGKILL)
-            deadline = time.monotonic() + 5.0
-            while alive() and time.monotonic() < deadline:
-                proc.poll()
-                time.sleep(0.1)
+    def killing(count: int) -> None:
+        if teardown is not None:
+            _quietly(teardown.reporter.note, f"{count} process(es) still alive: SIGKILL")
+
+    survivors = end_processes(find, grace, hurry, killing, child=proc)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5.0)
-    return tuple(alive())
+    return tuple(survivors)
+
+
+def _exit_of(returncode: int | None) -> tuple[int | None, str | None]:
+    """Split a Popen return code into (exit status, signal name)."""
+    if returncode is None:
+        return None, None
+    if returncode < 0:
+        try:
+            return None, signal.Signals(-returncode).name
+        except ValueError:
+            return None, f"signal {-returncode}"
+    return returncode, None
 
 
 def _io_bytes(pid: int) -> int | None:
@@ -502,12 +557,24 @@ def write_manifest(
     stalled_at: str | None,
     env: dict[str, str],
     extra: dict[str, object] | None = None,
+    *,
+    outcome: str = "running",
+    returncode: int | None = None,
+    ended_by: str | None = None,
+    finished: str | None = None,
+    survivors: tuple[int, ...] = (),
 ) -> Path:
     """Write ``manifest.json`` (schema ``logsleuth.bundle/1``, CONTRACT section 4).
 
-    ``extra`` adds keys (``live``: the mode, the stall rule's numbers, the last progress
-    signal); readers of ``logsleuth.bundle/1`` ignore keys they do not know.
+    It is written when the job starts (``outcome: running``, ``complete: false``) and
+    again, complete, when live mode is done with the job: then ``exit`` records how the
+    job ended (its exit status or the signal that ended it, and who ended it: the ``job``
+    itself or ``logsleuth``). A manifest left incomplete means logsleuth did not get to
+    the end; its supervisor then marks it ``orphaned`` after ending the job. ``extra``
+    adds keys (``live``: the mode, the stall rule's numbers, the last progress signal);
+    readers of ``logsleuth.bundle/1`` ignore keys they do not know.
     """
+    status, signame = _exit_of(returncode)
     data: dict[str, object] = {
         **(extra or {}),
         "schema": BUNDLE_SCHEMA,
@@ -519,7 +586,14 @@ def write_manifest(
         "started": started,
         "stalled_at": stalled_at,
         "env": env,
+        "outcome": outcome,
+        "complete": outcome != "running",
     }
+    if outcome != "running":
+        data["finished"] = finished
+        data["exit"] = {"status": status, "signal": signame, "ended_by": ended_by}
+        if survivors:
+            data["survivors"] = list(survivors)
     target = out_dir / "manifest.json"
     partial = out_dir / ".manifest.json.partial"
     partial.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -542,11 +616,78 @@ def prepare_out_dir(out_dir: Path) -> None:
         raise CaptureError(f"{out_dir}: cannot create: {exc.strerror or exc}") from exc
 
 
+def _check_command(command: tuple[str, ...], env: dict[str, str]) -> None:
+    """Refuse a command that cannot be run before anything is written.
+
+    Raises:
+        CaptureError: the program is not found or not executable.
+    """
+    program = command[0]
+    if os.sep in program:
+        if not os.path.isfile(program):
+            raise CaptureError(f"{program}: cannot run: No such file or directory")
+        if not os.access(program, os.X_OK):
+            raise CaptureError(f"{program}: cannot run: Permission denied")
+    elif shutil.which(program, path=env.get("PATH", os.defpath)) is None:
+        raise CaptureError(f"{program}: cannot run: No such file or directory")
+
+
+def _remove_new(out: Path, existed: bool) -> None:
+    """Take back what :func:`prepare_out_dir` made, so a failed start leaves nothing half-built."""
+    if not existed:
+        shutil.rmtree(out, ignore_errors=True)
+        return
+    for sub in ("nccl", "fr", "stacks"):
+        shutil.rmtree(out / sub, ignore_errors=True)
+    for name in ("launcher.log", "manifest.json"):
+        with contextlib.suppress(OSError):
+            (out / name).unlink()
+
+
+def _start_supervisor(
+    proc: subprocess.Popen[bytes], run_id: str, grace: float, manifest: Path
+) -> subprocess.Popen[bytes] | None:
+    """Start the process that ends the job if logsleuth dies (:mod:`logsleuth.live.supervisor`)."""
+    command = [
+        sys.executable,
+        "-m",
+        "logsleuth.live.supervisor",
+        str(proc.pid),
+        RUN_MARKER,
+        run_id,
+        f"{grace:g}",
+        str(manifest.resolve()),
+    ]
+    try:
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError:
+        return None
+
+
+def _release(supervisor: subprocess.Popen[bytes] | None) -> None:
+    """Tell the supervisor that logsleuth is done with the job; it exits without acting."""
+    if supervisor is None or supervisor.stdin is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        supervisor.stdin.write(RELEASE)
+        supervisor.stdin.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        supervisor.wait(timeout=5.0)
+
+
 def run_live(options: LiveOptions, reporter: Reporter, echo: BinaryIO | None) -> LiveResult:
     """Run the job, watch it, capture it when it stalls or is interrupted, and write the bundle.
 
     The bundle is complete on disk when this returns; the job is ended (unless
-    ``keep_running``) and no process of it is left.
+    ``keep_running``) and no process of it is left. Ctrl-C, SIGTERM or SIGHUP while the
+    job runs capture it and end it; another one while it is being ended kills it at once.
+    If logsleuth itself dies, a supervisor process ends the job.
 
     Raises:
         CaptureError: the output directory or the command cannot be used.
@@ -554,7 +695,6 @@ def run_live(options: LiveOptions, reporter: Reporter, echo: BinaryIO | None) ->
     if not options.command:
         raise CaptureError("no command to run: give it after --")
     out = options.out_dir
-    prepare_out_dir(out)
     run_id = uuid.uuid4().hex
     diagnostics = diagnostics_env(
         out,
@@ -568,8 +708,12 @@ def run_live(options: LiveOptions, reporter: Reporter, echo: BinaryIO | None) ->
         run_id,
         exception_dumps=options.exception_dumps,
     )
+    _check_command(options.command, env)
+    existed = out.exists()
+    prepare_out_dir(out)
     log_path = out / "launcher.log"
     started = _now_iso()
+    recorded = recorded_env(env)
     with log_path.open("ab") as log:
         try:
             proc = subprocess.Popen(
@@ -581,7 +725,10 @@ def run_live(options: LiveOptions, reporter: Reporter, echo: BinaryIO | None) ->
                 start_new_session=True,
             )
         except OSError as exc:
+            _remove_new(out, existed)
             raise CaptureError(f"{options.command[0]}: cannot run: {exc.strerror or exc}") from exc
+    manifest = write_manifest(out, options.command, {}, started, None, recorded)
+    supervisor = _start_supervisor(proc, run_id, options.grace, manifest)
     reporter.note(f"started pid {proc.pid}: {' '.join(options.command)}")
     mode = "capture-only" if options.keep_running else "end-on-stall"
     reporter.note(f"bundle: {out}; stall timeout {options.stall_timeout:g} s; {mode}")
@@ -589,7 +736,9 @@ def run_live(options: LiveOptions, reporter: Reporter, echo: BinaryIO | None) ->
     watcher = _Watcher(options, proc, run_id)
     stalled_at: str | None = None
     outcome = "finished"
-    with _sigterm_interrupts():
+    survivors: tuple[int, ...] = ()
+    returncode: int | None = None
+    with _signals_interrupt():
         try:
             outcome = watcher.watch(output, reporter)
             if outcome == "stalled":
@@ -604,52 +753,73 @@ def run_live(options: LiveOptions, reporter: Reporter, echo: BinaryIO | None) ->
                     if options.stall_beacon is not None:
                         write_beacon(options.stall_beacon, f"{watcher.host} at {stalled_at}")
                 watcher.capture(reporter)
+        except _HungUp:
+            outcome = "interrupted"
+            _quietly(reporter.note, "hangup: ending the job")
         except (KeyboardInterrupt, _Interrupted):
             outcome = "interrupted"
-            reporter.note("interrupted: capturing every rank, then ending the job")
-            with contextlib.suppress(KeyboardInterrupt, _Interrupted):
+            _quietly(reporter.note, "interrupted: capturing every rank, then ending the job")
+            with contextlib.suppress(KeyboardInterrupt, _Interrupted, OSError):
                 watcher.capture(reporter)
         finally:
-            survivors: tuple[int, ...] = ()
-            output.pump()
+            with contextlib.suppress(OSError, ValueError):
+                output.pump()  # what the job printed before live ends it is the evidence
             end_offset = output.size
-            teardown = False
-            if options.keep_running and proc.poll() is None:
-                reporter.note(f"leaving the job running (process group {proc.pid})")
-                _LEFT_RUNNING.append(proc)
-                returncode = None
-            else:
-                if proc.poll() is None or outcome != "finished":
-                    reporter.note("ending the job (SIGTERM, then SIGKILL)")
-                survivors = _end_job(proc, run_id, options.grace)
-                returncode = proc.returncode
-                if survivors:
-                    reporter.warn(f"could not end pid(s) {', '.join(map(str, survivors))}")
-                teardown = outcome != "finished"
-            output.close()
-            if teardown and _split_teardown(log_path, end_offset):
-                reporter.note(f"the job's output after live ended it is in {TEARDOWN_LOG}")
-            for sub in ("fr", "nccl", "stacks"):
-                _prune(out / sub)
-            live_info: dict[str, object] = {
-                "mode": mode,
-                "node_agent": options.stall_beacon is not None,
-                "stall_timeout_s": options.stall_timeout,
-                "last_progress_signal": watcher.last_signal,
-                "stall_seen_by": watcher.beacon_seen,
-                "teardown_log": TEARDOWN_LOG if (out / TEARDOWN_LOG).exists() else None,
-            }
-            write_manifest(
-                out,
-                options.command,
-                watcher.ranks,
-                started,
-                stalled_at,
-                recorded_env(env),
-                {"live": live_info},
-            )
+            teardown_output = False
+            with _Teardown(reporter) as teardown:
+                ended_by: str | None = "job"
+                if options.keep_running and proc.poll() is None:
+                    _quietly(reporter.note, f"leaving the job running (process group {proc.pid})")
+                    _LEFT_RUNNING.append(proc)
+                    ended_by = None
+                    returncode = None
+                else:
+                    if proc.poll() is None or outcome != "finished":
+                        ended_by = "logsleuth" if proc.poll() is None else "job"
+                        _quietly(reporter.note, "ending the job (SIGTERM, then SIGKILL)")
+                    survivors = _end_job(proc, run_id, options.grace, teardown)
+                    returncode = proc.returncode
+                    if survivors:
+                        _quietly(
+                            reporter.warn,
+                            f"could not end pid(s) {', '.join(map(str, survivors))}",
+                        )
+                    teardown_output = outcome != "finished"
+                with contextlib.suppress(OSError, ValueError):
+                    output.close()
+                if teardown_output and _split_teardown(log_path, end_offset):
+                    _quietly(
+                        reporter.note, f"the job's output after live ended it is in {TEARDOWN_LOG}"
+                    )
+                for sub in ("fr", "nccl", "stacks"):
+                    _prune(out / sub)
+                live_info: dict[str, object] = {
+                    "mode": mode,
+                    "node_agent": options.stall_beacon is not None,
+                    "stall_timeout_s": options.stall_timeout,
+                    "last_progress_signal": watcher.last_signal,
+                    "stall_seen_by": watcher.beacon_seen,
+                    "teardown_log": TEARDOWN_LOG if (out / TEARDOWN_LOG).exists() else None,
+                }
+                write_manifest(
+                    out,
+                    options.command,
+                    watcher.ranks,
+                    started,
+                    stalled_at,
+                    recorded,
+                    {"live": live_info},
+                    outcome=outcome,
+                    returncode=returncode,
+                    ended_by=ended_by,
+                    finished=_now_iso(),
+                    survivors=survivors,
+                )
+                _release(supervisor)
+    status, signame = _exit_of(returncode)
     if outcome == "finished":
-        reporter.note(f"the job exited with status {returncode}")
+        how = f"status {status}" if signame is None else f"signal {signame}"
+        _quietly(reporter.note, f"the job exited with {how}")
     return LiveResult(
         out_dir=out,
         outcome=outcome,
@@ -658,4 +828,6 @@ def run_live(options: LiveOptions, reporter: Reporter, echo: BinaryIO | None) ->
         stalled_at=stalled_at,
         pgid=proc.pid,
         survivors=survivors,
+        exit_status=status,
+        exit_signal=signame,
     )

@@ -25,3 +25,20 @@ class BundleManifest(Event):
     command: tuple[str, ...]
     ranks: tuple[RankEntry, ...]
     stalled_at: str | None = None
+    outcome: str | None = None
+    """``finished`` (the job ended by itself), ``stalled``, ``interrupted``, ``running``
+    (logsleuth did not get to the end) or ``orphaned`` (logsleuth died; its supervisor ended
+    the job); None in bundles written before it was recorded."""
+    exit_status: int | None = None
+    """The job's (launcher's) exit status, when it exited."""
+    exit_signal: str | None = None
+    """The signal that ended the job's launcher (``SIGSEGV`` ...), when one did."""
+    ended_by: str | None = None
+    """Who ended the job: ``job`` (it exited by itself), ``logsleuth`` or ``supervisor``."""
+
+    @property
+    def failed_by_itself(self) -> bool:
+        """Return True when the job ended on its own with a non-zero status or a signal."""
+        return self.ended_by == "job" and (
+            self.exit_signal is not None or (self.exit_status or 0) != 0
+        )

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+LISTED_RANKS = 1 << 16
+"""The most ranks a message lists one by one (as ranges); a claimed world size above it is
+reported by count."""
+
 
 def format_ranks(ranks: Iterable[int]) -> str:
     """Format integers as sorted, comma-separated inclusive ranges (``"0-3,5,7-9"``)."""
@@ -35,3 +39,21 @@ def parse_ranks(text: str) -> tuple[int, ...]:
         else:
             out.add(int(part))
     return tuple(sorted(out))
+
+
+def absent_ranks(size: int, present: Iterable[int], limit: int) -> list[int] | None:
+    """Return the ranks of ``0..size-1`` not in ``present``, or None when more than ``limit``.
+
+    ``size`` is a claimed world size read from the input, so it never sizes anything here:
+    the answer is built from the gaps between the ranks seen, and its length is checked
+    against ``limit`` before a single rank is listed.
+    """
+    seen = sorted({r for r in present if 0 <= r < size})
+    if size - len(seen) > limit:
+        return None
+    out: list[int] = []
+    previous = -1
+    for rank in [*seen, size]:
+        out.extend(range(previous + 1, rank))
+        previous = rank
+    return out

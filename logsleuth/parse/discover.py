@@ -2,24 +2,37 @@
 
 Archives (``.tar.gz``, ``.zip`` ...) are read like directories, in memory (:mod:`.archive`).
 
-Problems with one path (missing, unreadable, empty, binary) are returned as
-:class:`Problem` values so that the rest of the input is still analysed; only the caller
-decides whether nothing analysable is left.
+Problems with one path (missing, unreadable, a symlink loop, a FIFO nobody writes to) are
+returned as :class:`Problem` values so that the rest of the input is still analysed; only
+the caller decides whether nothing analysable is left. Inputs come back in one canonical
+order whatever the order of the arguments, so the same inputs give the same diagnosis.
+Standard input, pipes (``<(cat log)``) and FIFOs are read once, as they arrive, into a
+temporary file, so they are never held in memory and their first bytes are not lost.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import errno
 import gzip
 import io
 import os
 import posixpath
+import re
+import select
+import shutil
+import stat
 import sys
+import tempfile
+import time
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from logsleuth.parse import budgets
 from logsleuth.parse.archive import ArchiveError, is_archive, read_archive
 
 _SKIP_NAMES = frozenset({"diagnosis.json", "report.html", "truth.json", "teardown.log"})
@@ -29,17 +42,18 @@ _SKIP_SUFFIXES = (".md", ".rst")
 """Documentation beside the logs (a case's README) is not evidence."""
 _SKIP_DIRS = frozenset({".git", "__pycache__", ".venv", "node_modules"})
 _GZIP_MAGIC = b"\x1f\x8b"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 @dataclass(frozen=True, slots=True)
 class InputSource:
-    """One input to read: a file path, or standard input when ``path`` is None."""
+    """One input to read: a file path, or bytes in memory when ``path`` is None."""
 
     name: str
     """Display name: the path relative to the common input directory."""
     path: Path | None
     data: bytes | None = None
-    """The bytes of standard input, read once."""
+    """The bytes of an input held in memory (tests, small generated inputs)."""
 
     def open(self) -> BinaryIO:
         """Open the input for binary reading, transparently decompressing gzip."""
@@ -55,57 +69,169 @@ class InputSource:
             return gzip.open(self.path, "rb")  # type: ignore[return-value]
         return self.path.open("rb")
 
+    @property
+    def compressed(self) -> bool:
+        """Return True when the input is gzip data (read decompressed)."""
+        if self.data is not None:
+            return self.data[:2] == _GZIP_MAGIC
+        assert self.path is not None
+        try:
+            with self.path.open("rb") as probe:
+                return probe.read(2) == _GZIP_MAGIC
+        except OSError:
+            return False
+
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """A path that cannot be analysed, with the reason in one line."""
+    """A path that cannot be analysed (or only in part), with the reason in one line."""
 
     name: str
     reason: str
+    trace: str = ""
+    """The traceback of an unexpected exception, shown only with ``--debug``."""
 
 
-def _walk(directory: Path) -> Iterator[Path]:
-    for root, dirs, files in os.walk(directory):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
-        for name in sorted(files):
-            if name in _SKIP_NAMES or name.startswith(".") or name.lower().endswith(_SKIP_SUFFIXES):
-                continue
-            path = Path(root) / name
-            if path.is_file():
-                yield path
+def display_name(name: str) -> str:
+    """Return ``name`` fit to print: undecodable bytes and control characters escaped."""
+    text = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return _CONTROL.sub(lambda m: ascii(m.group())[1:-1], text)
 
 
 def _skipped(name: str) -> bool:
-    """Return True for an archive member :func:`_walk` would not yield from a directory."""
-    *dirs, base = name.split("/")
-    if any(d in _SKIP_DIRS or d.startswith(".") for d in dirs):
-        return True
-    return base in _SKIP_NAMES or base.startswith(".") or base.lower().endswith(_SKIP_SUFFIXES)
+    return name in _SKIP_NAMES or name.startswith(".") or name.lower().endswith(_SKIP_SUFFIXES)
 
 
-def _archive_sources(path: Path, name: str, problems: list[Problem]) -> list[InputSource]:
-    label = str(path) if name == "." else name
+class _Walk:
+    """A directory walk with a depth budget that reports what it cannot enter."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+
+    def files(self, top: str, label: str) -> list[tuple[str, str]]:
+        """Return (path, path relative to ``top``) of the regular files below ``top``."""
+        found: list[tuple[str, str]] = []
+        stack: list[tuple[str, str, int]] = [(top, "", 0)]
+        while stack:
+            directory, rel, depth = stack.pop()
+            try:
+                with os.scandir(directory) as scan:
+                    entries = sorted(scan, key=lambda e: e.name)
+            except OSError as exc:
+                where = display_name(os.path.join(label, rel)) if rel else display_name(label)
+                self.problems.append(Problem(where, f"cannot list directory: {_reason(exc)}"))
+                continue
+            subdirs: list[tuple[str, str, int]] = []
+            for entry in entries:
+                name = entry.name
+                child = os.path.join(rel, name) if rel else name
+                child_label = os.path.join(label, child)
+                try:
+                    is_dir = entry.is_dir(follow_symlinks=False)
+                    is_file = not is_dir and entry.is_file()
+                except OSError as exc:
+                    self.problems.append(Problem(display_name(child_label), _reason(exc)))
+                    continue
+                if not (is_dir or is_file) and entry.is_symlink():
+                    reason = _missing_reason(entry.path)
+                    self.problems.append(Problem(display_name(child_label), reason))
+                    continue
+                if is_dir:
+                    if name in _SKIP_DIRS or name.startswith("."):
+                        continue
+                    if depth + 1 > budgets.DIR_DEPTH:
+                        self.problems.append(
+                            Problem(
+                                display_name(child_label),
+                                f"nested more than {budgets.DIR_DEPTH} directories deep; "
+                                "not searched",
+                            )
+                        )
+                        continue
+                    subdirs.append((entry.path, child, depth + 1))
+                elif is_file and not _skipped(name):
+                    found.append((entry.path, child))
+            stack.extend(reversed(subdirs))
+        return found
+
+
+def _reason(exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "symbolic link loop"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    if exc.errno == errno.ENAMETOOLONG:
+        return "path too long"
+    if exc.errno == errno.ETIMEDOUT and exc.strerror:
+        return exc.strerror
+    return (exc.strerror or str(exc)).lower()
+
+
+def _missing_reason(path: str) -> str:
+    if not os.path.islink(path):
+        return "no such file or directory"
     try:
-        members = read_archive(path, _skipped)
-    except ArchiveError as exc:
-        problems.append(Problem(label, str(exc)))
-        return []
-    if not members:
-        problems.append(Problem(label, "archive contains no files"))
-    # An archive given alone is the common directory: its members get a bundle's names.
-    return [
-        InputSource(
-            name=m.name if name == "." else posixpath.join(name, m.name), path=None, data=m.data
-        )
-        for m in members
-    ]
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "symbolic link loop"
+    return "broken symbolic link (its target does not exist)"
 
 
-def _common_dir(roots: Sequence[Path]) -> Path | None:
+_SPOOL_DIR: list[str] = []
+
+
+def _spool_dir() -> str:
+    if not _SPOOL_DIR:
+        made = tempfile.mkdtemp(prefix="logsleuth-")
+        atexit.register(shutil.rmtree, made, True)
+        _SPOOL_DIR.append(made)
+    return _SPOOL_DIR[0]
+
+
+def _spool(stream: BinaryIO | int) -> Path:
+    """Copy a stream (a file object or a file descriptor) into a temporary file, in pieces."""
+    fd, name = tempfile.mkstemp(dir=_spool_dir(), suffix=".input")
+    with os.fdopen(fd, "wb") as out:
+        if isinstance(stream, int):
+            while chunk := os.read(stream, 1 << 20):
+                out.write(chunk)
+        else:
+            shutil.copyfileobj(stream, out, 1 << 20)
+    return Path(name)
+
+
+def _spool_pipe(path: str) -> Path:
+    """Read a FIFO or pipe without blocking forever on one that has no writer.
+
+    Raises:
+        OSError: it cannot be opened, or nothing was written to it within the wait budget.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLHUP)
+        deadline = time.monotonic() + budgets.PIPE_WAIT_S
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise OSError(
+                    errno.ETIMEDOUT,
+                    f"FIFO or pipe with no writer (nothing within {budgets.PIPE_WAIT_S:g} s)",
+                )
+            if poller.poll(int(left * 1000) + 1):
+                break
+        os.set_blocking(fd, True)
+        return _spool(fd)
+    finally:
+        os.close(fd)
+
+
+def _common_dir(roots: Sequence[str]) -> str | None:
     if not roots:
         return None
     try:
-        return Path(os.path.commonpath([str(r.resolve()) for r in roots]))
+        return os.path.commonpath(roots)
     except ValueError:  # different drives
         return None
 
@@ -113,54 +239,106 @@ def _common_dir(roots: Sequence[Path]) -> Path | None:
 def discover(
     args: Sequence[str], stdin: BinaryIO | None = None
 ) -> tuple[list[InputSource], list[Problem]]:
-    """Expand command-line paths into inputs, in a deterministic order.
+    """Expand command-line paths into inputs, in one canonical order.
 
     Args:
         args: Paths as given: files, directories, ``.gz`` files, ``-`` for standard input.
         stdin: Where ``-`` reads from (defaults to ``sys.stdin.buffer``).
 
     Returns:
-        The inputs (display names relative to their common directory) and the problems.
+        The inputs (display names relative to their common directory, sorted by them; each
+        file once however often it was named) and the problems, sorted by name.
     """
-    files: list[Path] = []
-    roots: list[Path] = []
+    files: dict[tuple[int, int], tuple[str, str]] = {}
+    """(device, inode) -> (real path, path to open), so a file named twice is read once."""
+    roots: list[str] = []
     problems: list[Problem] = []
-    want_stdin = False
-    seen: set[Path] = set()
-    for arg in args:
+    walk = _Walk(problems)
+    streams: dict[str, Path] = {}
+    for arg in sorted(set(args)):
         if arg == "-":
-            want_stdin = True
+            stream = stdin if stdin is not None else sys.stdin.buffer
+            streams["<stdin>"] = _spool(stream)
             continue
-        path = Path(arg)
-        if not path.exists():
-            problems.append(Problem(arg, "no such file or directory"))
-        elif path.is_dir():
-            found = [p for p in _walk(path) if p.resolve() not in seen]
+        label = display_name(arg)
+        try:
+            info = os.stat(arg)
+        except OSError as exc:
+            reason = _missing_reason(arg) if exc.errno == errno.ENOENT else _reason(exc)
+            problems.append(Problem(label, reason))
+            continue
+        if not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
+            if not stat.S_ISFIFO(info.st_mode):
+                problems.append(Problem(label, "not a file, a directory or a pipe"))
+                continue
+            try:
+                streams[label] = _spool_pipe(arg)
+            except OSError as exc:
+                problems.append(Problem(label, _reason(exc)))
+            continue
+        real = os.path.realpath(arg)
+        if stat.S_ISDIR(info.st_mode):
+            found = walk.files(arg, label)
             if not found:
-                problems.append(Problem(arg, "directory contains no files"))
-            else:
-                roots.append(path)
-            for p in found:
-                seen.add(p.resolve())
-                files.append(p)
-        elif not os.access(path, os.R_OK):
-            problems.append(Problem(arg, "permission denied"))
-        elif path.resolve() not in seen:
-            seen.add(path.resolve())
-            files.append(path)
-            roots.append(path if is_archive(path) else path.parent)
+                problems.append(Problem(label, "directory contains no files"))
+                continue
+            roots.append(real)
+            for path, rel in found:
+                try:
+                    st = os.stat(path)
+                except OSError as exc:
+                    problems.append(Problem(display_name(path), _reason(exc)))
+                    continue
+                files.setdefault((st.st_dev, st.st_ino), (os.path.join(real, rel), path))
+        elif not os.access(arg, os.R_OK):
+            problems.append(Problem(label, "permission denied"))
+        else:
+            files.setdefault((info.st_dev, info.st_ino), (real, arg))
+            roots.append(real if is_archive(Path(real)) else os.path.dirname(real))
     base = _common_dir(roots)
-    sources: list[InputSource] = []
-    for p in files:
-        name = os.path.relpath(p.resolve(), base) if base is not None else str(p)
-        if is_archive(p):
-            sources.extend(_archive_sources(p, name, problems))
+    sources: list[tuple[str, str, InputSource]] = []
+    for real, path in files.values():
+        name = os.path.relpath(real, base) if base is not None else real
+        shown = display_name(name)
+        if is_archive(Path(path)):
+            archived = _archive_sources(path, name, problems)
+            sources.extend((s.name, f"{real}:{s.name}", s) for s in archived)
             continue
-        sources.append(InputSource(name=name, path=p))
-    if want_stdin:
-        stream = stdin if stdin is not None else sys.stdin.buffer
-        sources.append(InputSource(name="<stdin>", path=None, data=stream.read()))
-    return sources, problems
+        sources.append((shown, real, InputSource(name=shown, path=Path(path))))
+    for label, spooled in streams.items():
+        sources.append((label, label, InputSource(name=label, path=spooled)))
+    sources.sort(key=lambda item: (item[0], item[1]))
+    problems.sort(key=lambda p: (p.name, p.reason))
+    return [s for _, _, s in sources], problems
+
+
+def _member_skipped(name: str) -> bool:
+    """Return True for an archive member a directory walk would not yield."""
+    *dirs, base = name.split("/")
+    if any(d in _SKIP_DIRS or d.startswith(".") for d in dirs):
+        return True
+    return _skipped(base)
+
+
+def _archive_sources(path: str, name: str, problems: list[Problem]) -> list[InputSource]:
+    """Read an archive (``.tar.gz``, ``.zip``, ...) as a directory, in memory (:mod:`.archive`)."""
+    label = path if name == "." else name
+    try:
+        members = read_archive(Path(path), _member_skipped)
+    except ArchiveError as exc:
+        problems.append(Problem(display_name(label), str(exc)))
+        return []
+    if not members:
+        problems.append(Problem(display_name(label), "archive contains no files"))
+    # An archive given alone is the common directory: its members get a bundle's names.
+    return [
+        InputSource(
+            name=display_name(m.name if name == "." else posixpath.join(name, m.name)),
+            path=None,
+            data=m.data,
+        )
+        for m in members
+    ]
 
 
 def read_head(source: InputSource, size: int = 4096) -> bytes:
@@ -169,6 +347,8 @@ def read_head(source: InputSource, size: int = 4096) -> bytes:
         try:
             return handle.read(size)
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            with contextlib.suppress(Exception):
+                handle.close()
             raise OSError(f"corrupt gzip data ({exc})") from exc
 
 

@@ -7,21 +7,27 @@ recognized by content, not by name.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import gzip
+import io
 import itertools
 import json
 import multiprocessing
 import os
 import re
+import traceback
 import zlib
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
+from contextvars import ContextVar
+from dataclasses import dataclass, fields, replace
+from typing import Any, BinaryIO
 
 from logsleuth.errors import InputError
 from logsleuth.model.base import Event, InputSummary, Origin, SourceRef
 from logsleuth.model.bundle import BundleManifest, RankEntry
+from logsleuth.parse import budgets
 from logsleuth.parse.base import Line, Reader, Sink
 from logsleuth.parse.catalog import load_catalog
 from logsleuth.parse.clean import (
@@ -70,23 +76,197 @@ class InputResult:
     """Every unrecognized line's number, only when read with ``audit=True`` (coverage)."""
 
 
+_NOTES: ContextVar[list[str] | None] = ContextVar("_NOTES", default=None)
+"""Data-gap notes of the input being read (a damaged .gz, a budget overrun), one line each."""
+
+
+_WIDE_NUMBER = re.compile(r"[0-9a-fA-F]{21,}")
+"""A digit run wider than any 64-bit number in decimal (20) or hex (16) digits."""
+_WIDE: ContextVar[list[bool] | None] = ContextVar("_WIDE", default=None)
+"""Set when the input being read holds such a run: its events are then checked."""
+_INT_LIMIT = 1 << 64
+
+
+def _too_wide(value: object, depth: int = 0) -> bool:
+    if isinstance(value, int):
+        return not -_INT_LIMIT < value < _INT_LIMIT
+    if isinstance(value, tuple) and depth < 3:
+        return any(_too_wide(item, depth + 1) for item in value)
+    return False
+
+
+def _drop_wide_numbers(result: InputResult) -> InputResult:
+    """Take out events holding a number wider than 64 bits: no NCCL, torch or py-spy field
+    is, so such a line is damaged or crafted; it is counted unrecognized instead."""
+    kept: list[Event] = []
+    dropped: set[int] = set()
+    for event in result.events:
+        if any(_too_wide(getattr(event, f.name)) for f in fields(event)):
+            dropped.add(event.ref.line)
+        else:
+            kept.append(event)
+    if not dropped:
+        return result
+    _note(
+        f"{len(dropped)} line(s) hold a number wider than 64 bits (first: line {min(dropped)}); "
+        "not used"
+    )
+    summary = result.summary
+    moved = min(len(dropped), summary.recognized)
+    summary = replace(
+        summary, recognized=summary.recognized - moved, unrecognized=summary.unrecognized + moved
+    )
+    return replace(result, events=tuple(kept), summary=summary)
+
+
+def _note(text: str) -> None:
+    notes = _NOTES.get()
+    if notes is not None and text not in notes:
+        notes.append(text)
+
+
+def _raw(source: InputSource) -> BinaryIO:
+    if source.data is not None:
+        return io.BytesIO(source.data)
+    assert source.path is not None
+    return source.path.open("rb")
+
+
+def _raw_chunks(source: InputSource) -> Generator[bytes, None, None]:
+    with _raw(source) as handle:
+        yield from iter(lambda: handle.read(1 << 20), b"")
+
+
+def _gzip_header(data: bytes) -> int | None:
+    """Return the length of the gzip member header at the start of ``data`` (RFC 1952),
+    or None when more bytes are needed; raise zlib.error when it is not one."""
+    if len(data) < 10:
+        return None
+    if data[:3] != b"\x1f\x8b\x08":
+        raise zlib.error("not a gzip member header")
+    flags, pos = data[3], 10
+    if flags & 4:  # FEXTRA
+        if len(data) < pos + 2:
+            return None
+        pos += 2 + int.from_bytes(data[pos : pos + 2], "little")
+    for flag in (8, 16):  # FNAME, FCOMMENT: zero-terminated
+        if flags & flag:
+            end = data.find(b"\0", pos)
+            if end < 0:
+                return None
+            pos = end + 1
+    if flags & 2:  # FHCRC
+        pos += 2
+    return pos if len(data) >= pos else None
+
+
+def _gunzipped(source: InputSource) -> Generator[bytes, None, None]:
+    """Yield the decompressed bytes of a gzip input, streamed, within ``budgets.GZIP_BYTES``.
+
+    Unlike :class:`gzip.GzipFile`, which drops what it decompressed in the ``read`` that
+    hits the damage, every byte before a truncation, a corrupt block or a bad CRC is yielded
+    (the CRC is checked here, after the data it covers was passed on).
+    """
+    total = 0
+    budget = budgets.GZIP_BYTES
+    buffer = b""
+    inflate: Any = None
+    """The raw-deflate decompressor of the current member; None between members."""
+    crc = size = 0
+    with _raw(source) as handle:
+        for raw in iter(lambda: handle.read(1 << 18), b""):
+            buffer += raw
+            try:
+                while buffer:
+                    if inflate is None:
+                        header = _gzip_header(buffer)
+                        if header is None:
+                            break
+                        buffer, inflate, crc, size = buffer[header:], zlib.decompressobj(-15), 0, 0
+                    out = inflate.decompress(buffer, 1 << 20)
+                    buffer = inflate.unconsumed_tail
+                    crc, size = zlib.crc32(out, crc), size + len(out)
+                    total += len(out)
+                    if total > budget:
+                        _note(f"stopped after {budget >> 20} MiB decompressed (the .gz budget)")
+                        yield out[: len(out) - (total - budget)]
+                        return
+                    if out:
+                        yield out
+                    if inflate.eof:
+                        trailer = inflate.unused_data + buffer
+                        if len(trailer) < 8:
+                            buffer = trailer
+                            break
+                        if (
+                            int.from_bytes(trailer[:4], "little") != crc
+                            or int.from_bytes(trailer[4:8], "little") != size & 0xFFFFFFFF
+                        ):
+                            raise zlib.error("CRC or length check failed")
+                        buffer, inflate = trailer[8:], None
+                        if not buffer.strip(b"\0"):
+                            buffer = b""  # zero padding after the last member
+            except zlib.error as exc:
+                _note(f"damaged data after {total:,} decompressed bytes ({exc}); read up to there")
+                return
+    if inflate is not None or buffer:
+        _note(f"damaged data after {total:,} decompressed bytes (the .gz is cut short)")
+
+
 def _decoded_chunks(source: InputSource) -> Iterator[str]:
-    """Yield the decoded text in pieces of whole lines (each ends in ``\\n`` but the last)."""
+    """Yield the decoded text in pieces of whole lines (each ends in ``\\n`` but the last).
+
+    Linear in the input whatever its shape: a line longer than ``budgets.LINE_CHARS`` is cut
+    there; a file whose lines end in CR alone is read as lines; a ``.gz`` input stops at
+    ``budgets.GZIP_BYTES`` decompressed, and a damaged one yields what decompressed before
+    the damage. Either way a note (:func:`_note`) says what was lost.
+    """
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    with source.open() as handle:
-        pending = ""
-        try:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                text = pending + decoder.decode(chunk)
-                cut = text.rfind("\n") + 1
-                pending = text[cut:]
-                if cut:
+    pending: list[str] = []
+    """Pieces of the line not ended yet, at most ``budgets.LINE_CHARS`` characters."""
+    held = 0
+    cr_only: bool | None = None
+    with contextlib.ExitStack() as stack:
+        chunks = _gunzipped(source) if source.compressed else _raw_chunks(source)
+        stack.callback(chunks.close)
+        for chunk in chunks:
+            text = decoder.decode(chunk)
+            wide = _WIDE.get()
+            if wide is not None and not wide and _WIDE_NUMBER.search(text):
+                wide.append(True)
+            if cr_only is None and text:
+                cr_only = "\n" not in text and "\r" in text
+            if cr_only:
+                text = text.replace("\r", "\n")
+            cut = text.rfind("\n") + 1
+            if cut:
+                if pending:
+                    first = text.find("\n")
+                    head = text[:first]
+                    if held + len(head) > budgets.LINE_CHARS:
+                        head = head[: max(0, budgets.LINE_CHARS - held)]
+                        _note(
+                            f"a line longer than {budgets.LINE_CHARS:,} characters was cut to that length"
+                        )
+                    yield "".join(pending) + head + text[first:cut]
+                    pending, held = [], 0
+                else:
                     yield text[:cut]
-        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-            raise InputError(source.name, f"corrupt gzip data ({exc})") from exc
-        pending += decoder.decode(b"", final=True)
-        if pending:
-            yield pending
+                text = text[cut:]
+            if text:
+                piece = text[: max(0, budgets.LINE_CHARS - held)]
+                if piece:
+                    pending.append(piece)
+                    held += len(piece)
+                if len(piece) < len(text):
+                    _note(
+                        f"a line longer than {budgets.LINE_CHARS:,} characters was cut to that length"
+                    )
+    rest = decoder.decode(b"", final=True)
+    if rest and held < budgets.LINE_CHARS:
+        pending.append(rest)
+    if pending:
+        yield "".join(pending)
 
 
 def decoded_lines(source: InputSource) -> Iterator[str]:
@@ -120,6 +300,10 @@ def _read_manifest(source: InputSource, text: str, data: object) -> InputResult 
             )
     command = data.get("command", [])
     stalled = data.get("stalled_at")
+    exit_info = data.get("exit")
+    exit_info = exit_info if isinstance(exit_info, dict) else {}
+    status, signame, ended_by = (exit_info.get(k) for k in ("status", "signal", "ended_by"))
+    outcome = data.get("outcome")
     manifest = BundleManifest(
         ref=SourceRef(source.name, 1),
         text=text.splitlines()[0] if text else "",
@@ -127,6 +311,10 @@ def _read_manifest(source: InputSource, text: str, data: object) -> InputResult 
         command=tuple(str(c) for c in command) if isinstance(command, list) else (),
         ranks=tuple(sorted(ranks, key=lambda r: r.rank)),
         stalled_at=str(stalled) if stalled is not None else None,
+        outcome=outcome if isinstance(outcome, str) else None,
+        exit_status=status if isinstance(status, int) and -(1 << 31) <= status < 1 << 31 else None,
+        exit_signal=signame if isinstance(signame, str) else None,
+        ended_by=ended_by if isinstance(ended_by, str) else None,
     )
     return _whole_file(source, text, (manifest,), "bundle-manifest")
 
@@ -149,13 +337,48 @@ def _whole_file(
     return InputResult(events, summary)
 
 
+def _looks_like_dump(head: str) -> bool:
+    """A JSON document that logsleuth reads whole (py-spy, flight recorder, ncclras)."""
+    return looks_like_pyspy_json(head) or (
+        head.lstrip().startswith("{") and ('"entries"' in head or '"pg_config"' in head)
+    )
+
+
 def _read_json(source: InputSource) -> InputResult | None:
+    """Read a whole-file JSON document within the JSON budgets; None when it is not one."""
     with source.open() as handle:
-        text = handle.read().decode("utf-8", errors="replace")
+        try:
+            raw = handle.read(budgets.JSON_BYTES + 1)
+        except (EOFError, zlib.error, gzip.BadGzipFile):
+            return None  # the line reader yields what decompressed, with a note
+    text = raw.decode("utf-8", errors="replace")
+    head = text[:4096]
+    if len(raw) > budgets.JSON_BYTES:
+        if _looks_like_dump(head):
+            raise InputError(
+                source.name,
+                f"JSON document larger than {budgets.JSON_BYTES >> 20} MiB; not read",
+            )
+        return None
+    # Every value but the last is followed by a comma or closes a container, so this
+    # bounds the values from above before a single one is built.
+    if sum(text.count(c) for c in ",[{") > budgets.JSON_VALUES:
+        if _looks_like_dump(head):
+            raise InputError(
+                source.name, f"JSON document over budget: more than {budgets.JSON_VALUES:,} values"
+            )
+        return None
     try:
         data = json.loads(text)
+    except RecursionError as exc:
+        raise InputError(
+            source.name, f"JSON nested more than {budgets.NESTING} levels deep; not read"
+        ) from exc
     except ValueError:
         return None
+    reason = budgets.over_budget(data, budgets.JSON_VALUES)
+    if reason is not None:
+        raise InputError(source.name, f"JSON document over budget: {reason}; not read")
     if isinstance(data, dict) and "schema" in data:
         return _read_manifest(source, text, data)
     if looks_like_ras_json(data):
@@ -165,7 +388,7 @@ def _read_json(source: InputSource) -> InputResult | None:
     if looks_like_fr_json(data):
         assert isinstance(data, dict)
         return _whole_file(source, text, (parse_fr_dump(data, source.name),), "flight-recorder")
-    if not looks_like_pyspy_json(text[:4096]):
+    if not looks_like_pyspy_json(head):
         return None
     dumps = parse_pyspy_json(text, source.name)
     return _whole_file(source, text, tuple(dumps), "py-spy-json")
@@ -174,7 +397,8 @@ def _read_json(source: InputSource) -> InputResult | None:
 def _read_fr_pickle(source: InputSource) -> InputResult:
     """A binary flight-recorder dump: its "lines" are its entries, each recognized."""
     with source.open() as handle:
-        dump = parse_fr_dump(load_fr_pickle(handle.read(), source.name), source.name)
+        data = handle.read(budgets.PICKLE_BYTES + 1)
+    dump = parse_fr_dump(load_fr_pickle(data, source.name), source.name)
     count = max(1, len(dump.entries))
     summary = InputSummary(
         source=source.name,
@@ -187,10 +411,36 @@ def _read_fr_pickle(source: InputSource) -> InputResult:
     return InputResult((dump,), summary)
 
 
+class InputReadError(InputError):
+    """Reading one input raised an unexpected exception: a bug, contained to that input."""
+
+    def __init__(self, source: str, reason: str, trace: str) -> None:
+        super().__init__(source, reason)
+        self.trace = trace
+
+
+def _text_head(source: InputSource) -> bytes:
+    """The first 4 KB of the input, or of its text after a leading block of NULs."""
+    head = read_head(source)
+    if len(head) < 4096 or head.strip(b"\0"):
+        return head
+    with source.open() as handle:
+        seen = 0
+        while seen < budgets.LINE_CHARS * 64:
+            block = handle.read(1 << 16)
+            if not block:
+                break
+            seen += len(block)
+            text = block.lstrip(b"\0")
+            if text:
+                return text[:4096]
+    return head
+
+
 def read_input(
     source: InputSource, keep_ops: int | None = None, *, audit: bool = False
 ) -> InputResult:
-    """Read and parse one input.
+    """Read and parse one input, in isolation: nothing that goes wrong here escapes it.
 
     Args:
         source: The input.
@@ -199,13 +449,48 @@ def read_input(
             accounting is the same either way.
         audit: Also list every unrecognized line's number (``unrecognized_lines``).
 
+    Returns:
+        The result; when part of the input was lost (a damaged ``.gz``, a budget overrun)
+        its summary's ``error`` says what, in one line.
+
     Raises:
-        InputError: the input cannot be read at all (empty, binary, unreadable).
+        InputError: the input cannot be read at all (empty, binary, unreadable, over a
+            budget); :class:`InputReadError` when reading it raised an unexpected exception.
     """
+    notes: list[str] = []
+    wide: list[bool] = []
+    token, wide_token = _NOTES.set(notes), _WIDE.set(wide)
     try:
-        head = read_head(source)
+        result = _read_checked(source, keep_ops, audit)
+        if wide:
+            result = _drop_wide_numbers(result)
+    except InputError:
+        raise
+    except MemoryError as exc:
+        raise InputError(source.name, "does not fit in memory; not read") from exc
+    except RecursionError as exc:
+        raise InputError(source.name, "nested too deeply to read") from exc
+    except Exception as exc:
+        reason = " ".join(str(exc).split())[:200]
+        raise InputReadError(
+            source.name,
+            f"could not be read: {type(exc).__name__}: {reason} (a bug in logsleuth)",
+            traceback.format_exc(),
+        ) from exc
+    finally:
+        _NOTES.reset(token)
+        _WIDE.reset(wide_token)
+    if notes and result.summary.error is None:
+        summary = replace(result.summary, error="; ".join(notes))
+        result = replace(result, summary=summary)
+    return result
+
+
+def _read_checked(source: InputSource, keep_ops: int | None, audit: bool) -> InputResult:
+    try:
+        head = _text_head(source)
     except OSError as exc:
-        raise InputError(source.name, exc.strerror or str(exc)) from exc
+        raise InputError(source.name, (exc.strerror or str(exc)).lower()) from exc
     if not head:
         raise InputError(source.name, "file is empty")
     if looks_like_fr_pickle(head):
@@ -438,20 +723,28 @@ _POOL_MIN_BYTES = 16 << 20
 """Below this much input, starting worker processes costs more than it saves."""
 
 
-_Failure = tuple[str, str, int | None, str]
-"""An InputError's arguments: exceptions with keyword-only state do not survive pickling."""
+_Failure = tuple[str, str, int | None, str, str | None]
+"""An InputError's arguments and the traceback of an unexpected exception: exceptions with
+keyword-only state do not survive pickling."""
 
 
 def _read_one(job: tuple[InputSource, int | None]) -> InputResult | _Failure:
     source, keep_ops = job
     try:
         return read_input(source, keep_ops)
+    except InputReadError as exc:
+        return (exc.source, exc.reason, exc.line, exc.excerpt, exc.trace)
     except InputError as exc:
-        return (exc.source, exc.reason, exc.line, exc.excerpt)
+        return (exc.source, exc.reason, exc.line, exc.excerpt, None)
 
 
 def _result(outcome: InputResult | _Failure) -> InputResult | InputError:
-    return outcome if isinstance(outcome, InputResult) else InputError(*outcome)
+    if isinstance(outcome, InputResult):
+        return outcome
+    source, reason, line, excerpt, trace = outcome
+    if trace is not None:
+        return InputReadError(source, reason, trace)
+    return InputError(source, reason, line, excerpt)
 
 
 def _input_bytes(source: InputSource) -> int:
@@ -489,4 +782,7 @@ def read_inputs(
     load_catalog()
     context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        yield from map(_result, pool.map(_read_one, work, chunksize=1))
+        # Many small inputs: batches keep the hand-over cost per file small; few big ones
+        # go one by one so that the workers share the load.
+        chunksize = max(1, min(64, len(work) // (workers * 16)))
+        yield from map(_result, pool.map(_read_one, work, chunksize=chunksize))

@@ -16,6 +16,7 @@ from typing import Any
 from logsleuth.errors import InputError
 from logsleuth.model.base import SourceRef
 from logsleuth.model.flight import FlightRecorderDump, FrEntry, FrGroup, FrStatus
+from logsleuth.parse import budgets
 
 _RANK_SUFFIX = re.compile(r"(\d+)(?:\.(?:pkl|pickle|json))?$")
 _KEYS = frozenset({"version", "entries"})
@@ -44,21 +45,35 @@ def load_fr_pickle(data: bytes, source: str) -> dict[str, Any]:
     Raises:
         InputError: the bytes are not a plain-data pickle with flight-recorder keys.
     """
+    if len(data) > budgets.PICKLE_BYTES:
+        raise InputError(
+            source,
+            f"flight-recorder pickle larger than {budgets.PICKLE_BYTES >> 20} MiB; not read",
+        )
     try:
         loaded = _PlainUnpickler(io.BytesIO(data)).load()
+    except MemoryError as exc:
+        raise InputError(source, "flight-recorder pickle does not fit in memory") from exc
     except Exception as exc:  # any unpickling failure means: not a dump we can read
-        raise InputError(source, f"not a flight-recorder dump ({exc})") from exc
+        raise InputError(source, f"not a flight-recorder dump ({_one_line(exc)})") from exc
     if not isinstance(loaded, dict) or not loaded.keys() >= _KEYS:
         raise InputError(source, "pickle is not a flight-recorder dump (no 'version'/'entries')")
+    reason = budgets.over_budget(loaded, budgets.PICKLE_OBJECTS)
+    if reason is not None:
+        raise InputError(source, f"flight-recorder pickle over budget: {reason}; not read")
     return loaded
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())[:200] or type(exc).__name__
 
 
 def _int(value: object) -> int | None:
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.lstrip("-").isdigit():
+        return value if -(1 << 63) <= value < 1 << 64 else None
+    if isinstance(value, str) and value.lstrip("-").isdigit() and len(value) <= 20:
         return int(value)
     return None
 
@@ -85,7 +100,8 @@ def _op(profiling_name: str) -> str:
 def _ranks(text: object) -> tuple[int, ...]:
     if isinstance(text, list | tuple):
         return tuple(r for r in (_int(x) for x in text) if r is not None)
-    return tuple(int(n) for n in re.findall(r"-?\d+", str(text)))
+    # A rank is an int32: longer digit runs are not ranks (and would not fit a str() later).
+    return tuple(int(n) for n in re.findall(r"-?\d+", str(text)[: 1 << 20]) if len(n) <= 11)
 
 
 def _entry(index: int, raw: dict[str, Any]) -> FrEntry:

@@ -35,7 +35,8 @@ def _json_frame(item: object) -> Frame | None:
     file = short if isinstance(short, str) else full if isinstance(full, str) else None
     line = item.get("line")
     locals_: list[tuple[str, str]] = []
-    for var in item.get("locals") or ():
+    raw_locals = item.get("locals")
+    for var in raw_locals if isinstance(raw_locals, list) else ():
         if isinstance(var, dict) and isinstance(var.get("name"), str):
             value = var.get("repr")
             locals_.append((var["name"], value if isinstance(value, str) else "?"))

@@ -16,7 +16,7 @@ from logsleuth.model.diagnosis import (
     ProgressGroup,
     RankView,
 )
-from logsleuth.model.ranks import format_ranks
+from logsleuth.model.ranks import LISTED_RANKS, absent_ranks, format_ranks
 
 LIST_LIMIT = 6
 """How many hosts or pids a one-line summary names before it says ``+N more``."""
@@ -290,9 +290,11 @@ def overview_rows(d: Diagnosis) -> list[tuple[str, str]]:
     seen = f"{len(ranks)} ({format_ranks(ranks)})" if ranks else "none"
     rows.append(("ranks with evidence", seen))
     if job.world_size:
-        missing = sorted(set(range(job.world_size)) - set(ranks))
-        if missing and ranks:
-            rows.append(("ranks without evidence", f"{len(missing)} ({format_ranks(missing)})"))
+        count = job.world_size - len([r for r in ranks if 0 <= r < job.world_size])
+        missing = absent_ranks(job.world_size, ranks, LISTED_RANKS)
+        if count and ranks:
+            listed = format_ranks(missing) if missing is not None else "too many to list"
+            rows.append(("ranks without evidence", f"{count} ({listed})"))
     unranked = sum(1 for r in d.ranks if r.rank is None)
     if unranked:
         rows.append(("processes without a known rank", str(unranked)))

@@ -60,7 +60,12 @@ def test_a_quiet_job_is_captured_and_ended(tmp_path: Path) -> None:
     assert not is_alive(pid) and job_survivors(out) == []
     assert result.returncode == -signal.SIGTERM
     manifest = _manifest(out)
-    assert set(manifest) == {"schema", "command", "ranks", "started", "stalled_at", "env", "live"}
+    assert set(manifest) == {
+        *("schema", "command", "ranks", "started", "stalled_at", "env", "live"),
+        *("outcome", "complete", "finished", "exit"),
+    }
+    assert (manifest["outcome"], manifest["complete"]) == ("stalled", True)
+    assert manifest["exit"] == {"status": None, "signal": "SIGTERM", "ended_by": "logsleuth"}
     live = manifest["live"]
     assert isinstance(live, dict)
     assert live.pop("last_progress_signal") in ("output", "new process", "CPU while starting")
@@ -83,9 +88,12 @@ def test_a_job_that_ends_is_not_interrupted(tmp_path: Path) -> None:
     code = "import time\nfor i in range(6):\n    print(i, flush=True)\n    time.sleep(0.5)\nraise SystemExit(3)"
     result = run_live(_options(out, PY, "-c", code), Recorder(), None)
     assert (result.outcome, result.returncode, result.stalled_at) == ("finished", 3, None)
+    assert (result.exit_status, result.exit_signal) == (3, None)
     assert (out / "launcher.log").read_text() == "0\n1\n2\n3\n4\n5\n"
     assert not (out / "stacks").exists()  # nothing captured, empty dirs pruned
-    assert _manifest(out)["stalled_at"] is None
+    manifest = _manifest(out)
+    assert manifest["stalled_at"] is None
+    assert manifest["exit"] == {"status": 3, "signal": None, "ended_by": "job"}
 
 
 def test_ranks_are_found_and_dumped_by_rank(tmp_path: Path) -> None:

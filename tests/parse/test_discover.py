@@ -24,9 +24,10 @@ def test_missing_path_and_empty_directory_are_problems(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     sources, problems = discover([str(tmp_path / "nope.log"), str(tmp_path / "empty")])
     assert sources == []
+    # Problems come sorted by name, whatever the order of the arguments.
     assert [(p.name.rsplit("/", 1)[-1], p.reason) for p in problems] == [
-        ("nope.log", "no such file or directory"),
         ("empty", "directory contains no files"),
+        ("nope.log", "no such file or directory"),
     ]
 
 

@@ -25,6 +25,10 @@ REAL = sorted(
 
 
 def _physical_lines(data: bytes) -> int:
+    # A text whose first block has no LF but has CRs uses CR-only line endings (old macOS,
+    # some terminal captures): each CR ends a line.
+    if b"\n" not in data[: 1 << 20] and b"\r" in data:
+        data = data.replace(b"\r", b"\n")
     return data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
 
 

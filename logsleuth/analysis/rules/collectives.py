@@ -11,7 +11,7 @@ from logsleuth.analysis.index import CommState, EvidenceIndex, OpRecord, Stream
 from logsleuth.analysis.rules.base import Rule, culprits, describe, evidence_of, message_text
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
-from logsleuth.model.ranks import format_ranks
+from logsleuth.model.ranks import absent_ranks, format_ranks
 from logsleuth.model.torch import CollectiveFingerprint, WatchdogProgress, WatchdogTimeout
 
 _BYTE_TYPES = (0, 1)
@@ -482,7 +482,9 @@ class CollectiveTimeout(Rule):
         seen = {e.origin.rank for e in index.torch if e.origin.rank is not None}
         world = index.world_size
         if world is not None:
-            seen |= set(range(world)) if len(reporting) >= world - max(1, world // 8) else set()
+            # Every rank of the world counts as seen when nearly all of them reported.
+            rest = absent_ranks(world, reporting, max(1, world // 8))
+            seen |= reporting | set(rest) if rest is not None else set()
         # A rank torchrun lists as failed or stopped had its fate decided before its watchdog
         # could fire (stopped with its host when a sibling died): its silence says nothing.
         ended = {f.rank for f in index.failures if f.rank is not None}

@@ -11,7 +11,7 @@ from logsleuth.analysis.rules.knowledge import explained_by_knowledge
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.flight import FlightRecorderDump
-from logsleuth.model.ranks import format_ranks
+from logsleuth.model.ranks import LISTED_RANKS, absent_ranks, format_ranks
 
 
 class Inconclusive(Rule):
@@ -143,7 +143,8 @@ def _what_to_collect(index: EvidenceIndex) -> tuple[str, ...]:
     known = {p.rank for p in index.procs.values() if p.rank is not None}
     steps: list[str] = []
     if index.world_size and known and len(known) < index.world_size:
-        missing = format_ranks(set(range(index.world_size)) - known)
+        absent = absent_ranks(index.world_size, known, LISTED_RANKS)
+        missing = format_ranks(absent) if absent is not None else "every rank without a log"
         steps.append(f"Collect the logs of the ranks with no evidence at all: {missing}.")
     if "nccl" not in families:
         steps.append(

@@ -8,7 +8,7 @@ from logsleuth.analysis.index import EvidenceIndex
 from logsleuth.analysis.rules.base import Rule
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
-from logsleuth.model.ranks import format_ranks
+from logsleuth.model.ranks import LISTED_RANKS, absent_ranks, format_ranks
 
 
 class InitNeverReached(Rule):
@@ -43,9 +43,9 @@ class InitNeverReached(Rule):
             state = index.comms[key]
             if state.completed or not state.started or not state.nranks:
                 continue
-            if state.nranks != index.world_size or state.nranks > 65536:
+            if state.nranks != index.world_size:
                 continue  # only the world communicator's ranks are global ranks
-            missing = sorted(set(range(state.nranks)) - set(state.started))
+            missing = absent_ranks(state.nranks, state.started, LISTED_RANKS)
             if not missing or len(missing) * 2 >= state.nranks:
                 continue  # more absent than present: the logs were not all collected
             known = [r for r in missing if r in launched]

@@ -10,7 +10,7 @@ from logsleuth.analysis.index import EvidenceIndex
 from logsleuth.analysis.rules.base import Rule, culprits, describe
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
-from logsleuth.model.ranks import format_ranks
+from logsleuth.model.ranks import absent_ranks, format_ranks
 from logsleuth.model.torch import ChildFailure, PythonTraceback, WatchdogError, WatchdogTimeout
 
 
@@ -43,9 +43,8 @@ class ProcessDied(Rule):
         peers went away (connection closed/reset) and some ranks of the world are not
         listed, those ranks left the job early: they are the cause.
         """
-        world = _world(index)
         failed = {f.rank for f in failures if f.rank is not None}
-        absent = sorted(world - failed)
+        absent = _absent(index, failed)
         if not failed or not absent or len(absent) >= len(failed):
             return None
         texts = [
@@ -213,10 +212,11 @@ _CONSEQUENCE_TEXT = re.compile(
 )
 
 
-def _world(index: EvidenceIndex) -> set[int]:
+def _absent(index: EvidenceIndex, failed: set[int]) -> list[int]:
+    """Ranks of the world that are not in ``failed``; empty when they outnumber ``failed``."""
     if index.world_size:
-        return set(range(index.world_size))
-    return {e.rank for m in index.manifests for e in m.ranks}
+        return absent_ranks(index.world_size, failed, len(failed)) or []
+    return sorted({e.rank for m in index.manifests for e in m.ranks} - failed)
 
 
 _PEER_GONE = re.compile(

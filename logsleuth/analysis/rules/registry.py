@@ -17,6 +17,7 @@ from logsleuth.analysis.rules.gloo import GlooSizeSender
 from logsleuth.analysis.rules.gpu import CudaError, DuplicateGpu, ShmExhausted
 from logsleuth.analysis.rules.inconclusive import Inconclusive, Unproven
 from logsleuth.analysis.rules.init import InitNeverReached
+from logsleuth.analysis.rules.job import JobExitStatus
 from logsleuth.analysis.rules.knowledge import KNOWLEDGE_RULES
 from logsleuth.analysis.rules.network import BootstrapFailure, IbCompletionError, RemoteClosed
 from logsleuth.analysis.rules.process import LeftEarly, ProcessDied
@@ -46,6 +47,7 @@ RULES: tuple[type[Rule], ...] = tuple(
             ProcessDied,
             RasMissingProcess,
             LeftEarly,
+            JobExitStatus,
             DuplicateGpu,
             ShmExhausted,
             CudaError,
