@@ -41,11 +41,17 @@ def load_parser(
     )
 
 
+def terminal_pattern(grammar: Lark, name: str) -> str:
+    """Return the regex source of terminal ``name`` of ``grammar``, to compose others from.
+
+    It is the pattern the lexer matches (flags included, a literal escaped, a terminal
+    defined from other terminals expanded); it is not anchored. Only the terminals the
+    parser uses are there: a terminal used only inside others must also appear in a rule.
+    """
+    return str(grammar.get_terminal(name).pattern.to_regexp())
+
+
 @cache
 def terminal_regex(grammar: Lark, name: str) -> re.Pattern[str]:
-    """Return terminal ``name`` of ``grammar`` as a compiled regex (flags included).
-
-    The pattern is the one the lexer matches, a terminal defined from other terminals
-    included; it is not anchored, so it can be searched for as well as matched.
-    """
-    return re.compile(grammar.get_terminal(name).pattern.to_regexp())
+    """Return terminal ``name`` of ``grammar`` compiled (see :func:`terminal_pattern`)."""
+    return re.compile(terminal_pattern(grammar, name))

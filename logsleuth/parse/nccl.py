@@ -46,33 +46,17 @@ from logsleuth.parse.nccl_line import (
     _catalog_message,
     _maybe_nccl,
     _parse,
+    head_at,
+    level_marker,
     parse_nccl_line,
+    partial_fields,
+    partial_prefix,
     warm_up,
 )
 from logsleuth.parse.nccl_transform import Head, Parsed
 
 __all__ = ["NcclReader", "parse_nccl_line", "warm_up"]
 
-# A complete NCCL prefix anywhere in a line (spec 4.3): where a torn line's next line begins.
-_HEAD_AT = re.compile(
-    r"[^\s:\[\]]+:\d+:\d+ (?:\[-?\d+\] (?:NCCL INFO|\d+\.\d+ \S+:\d+ NCCL TRACE"
-    r"|[^\s:()]+:\d+(?: \(\S*?\))? NCCL (?:WARN|ABORT))|NCCL CALL)(?: |$)"
-)
-# The level word of an NCCL line wherever it stands (spec 1.3; before 2.5 without "NCCL"):
-# the anchor of a line whose prefix is partial, redacted or foreign.
-_MARKER = re.compile(
-    r"\b(NCCL (?:INFO|WARN|TRACE|ABORT|CALL))\b"
-    r"|\[-?\d+\] (INFO|WARN)\b"
-    r"|\.(?:cc|cu|cpp|h|hpp|c):\d+ (WARN)\b"
-)
-# What is left of an NCCL prefix right before its level word: any of its fields may be
-# missing, and a pid or tid may be redacted (``XXXXXX``).
-_PARTIAL = re.compile(
-    r"(?:(?P<host>[^\s:\[\]]+):(?P<pid>\w+):(?P<tid>\w+) )?"
-    r"(?:\[(?P<dev>-?\d+)\] )?"
-    r"(?:(?P<ms>\d+\.\d+) (?P<func>\S+:\d+) )?"
-    r"(?:(?P<file>[^\s:()\[\]]+):(?P<line>\d+)(?: \((?P<fn>\S*?)\))? )?$"
-)
 _PARTIAL_SPAN = 240
 """How far before the level word a partial prefix is looked for."""
 _STAMP_BEFORE = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\] $")
@@ -126,7 +110,7 @@ class NcclReader(CollCompaction, NcclBlocks, Reader):
         if text.count("NCCL ") > 1:
             text = self._split_torn(line, sink)
         parsed = _parse(text) if _maybe_nccl(text) else None
-        if parsed is None and _MARKER.search(text) is not None:
+        if parsed is None and level_marker().search(text) is not None:
             events = self._partial(text, line)
             if events:
                 if self._open is not None:
@@ -158,13 +142,14 @@ class NcclReader(CollCompaction, NcclBlocks, Reader):
         for the prefix's fields as far as they are there, a missing field stays missing.
         """
         starts: list[tuple[int, str, int]] = []
-        for marker in _MARKER.finditer(text):
+        partial = partial_prefix()
+        for marker in level_marker().finditer(text):
             group = next(g for g in (1, 2, 3) if marker.group(g))
             at, word = marker.start(group), marker.group(group)
             begin = max(0, at - _PARTIAL_SPAN)
             if starts:
                 begin = max(begin, starts[-1][2])
-            found = _PARTIAL.search(text, begin, at)
+            found = partial.search(text, begin, at)
             starts.append((found.start() if found else at, word, marker.end()))
         events: list[Event] = []
         for i, (start, word, _) in enumerate(starts):
@@ -179,8 +164,8 @@ class NcclReader(CollCompaction, NcclBlocks, Reader):
         head, sep, body = piece.partition(level_word)
         if not sep:
             return None
-        found = _PARTIAL.search(head + " " if head and not head.endswith(" ") else head)
-        fields = found.groupdict() if found else {}
+        found = partial_prefix().search(head + " " if head and not head.endswith(" ") else head)
+        fields = partial_fields(found)
         host = fields.get("host")
         pid = fields.get("pid")
         tid = fields.get("tid")
@@ -285,7 +270,7 @@ class NcclReader(CollCompaction, NcclBlocks, Reader):
         (``P2gpu-a01``) is cut to the longest host already seen in this input.
         """
         text = line.text
-        starts = [m.start() for m in _HEAD_AT.finditer(text)]
+        starts = [m.start() for m in head_at().finditer(text)]
         if len(starts) < 2:
             return text
         known = set(self._hosts)

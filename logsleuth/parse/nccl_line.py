@@ -23,23 +23,21 @@ from logsleuth.model.base import NO_ORIGIN, Event, Origin, SourceRef
 from logsleuth.model.messages import LogMessage
 from logsleuth.model.nccl import NcclUnrecognized, NcclWarn
 from logsleuth.parse.catalog import load_catalog
-from logsleuth.parse.grammar import load_parser, terminal_regex
+from logsleuth.parse.grammar import load_parser, terminal_pattern, terminal_regex
 from logsleuth.parse.nccl_transform import Parsed, ToEvents, head_of
 
 _STAMP = re.compile(
     r"(?:(\d{4})-(\d\d)-(\d\d)[T ]|([A-Z][a-z]{2}) +(\d\d?) )?(\d\d):(\d\d):(\d\d)(?:[.,](\d+))?"
 )
 _MONTHS = {m: i for i, m in enumerate(calendar.month_abbr) if m}
-# Anchored at line start or a blank so that a long run without ':' is scanned once.
-_CANDIDATE = re.compile(r"(?:^|\s)[^\s:\[\]]+:\d+:\d+ (?:\[-?\d+\] |NCCL )|NCCL version \d")
+_STARTS = ("line", "envelope", "proxy_line", "ras_line", "prefix_pieces")
+"""Start symbols of ``nccl.lark``; ``prefix_pieces`` is never parsed (see the grammar)."""
 
 
 @cache
 def _parser() -> Lark:
     """Build the LALR parser of ``grammars/nccl.lark`` once per process."""
-    return load_parser(
-        "nccl.lark", start=("line", "envelope", "proxy_line", "ras_line"), transformer=ToEvents
-    )
+    return load_parser("nccl.lark", start=_STARTS, transformer=ToEvents)
 
 
 def _parse(text: str) -> Parsed | None:
@@ -149,6 +147,98 @@ _TRANSFORMER = ToEvents()
 def warm_up() -> None:
     """Build the parser and the terminal regexes now (before forking workers that share them)."""
     _terminals()
+    _prefilter()
+    head_at()
+    level_marker()
+    partial_prefix()
+
+
+# ---------------------------------------------------------------- shortcuts from the grammar
+# The regexes below are composed of the grammar's own terminals (the heads and the prefix
+# pieces NCCL_WRITER, NCCL_DEV, ...); tests/parse/test_nccl_shortcuts.py checks each one
+# against the full parser.
+
+
+def _term(name: str) -> str:
+    return terminal_pattern(_parser(), name)
+
+
+@cache
+def _prefilter() -> re.Pattern[str]:
+    """The pre-filter of :func:`_maybe_nccl`: a looser superset of the parser's language.
+
+    Every prefix begins with ``NCCL_WRITER`` and a blank, then ``NCCL_DEV`` or the word
+    NCCL (CALL); it stands at the line's start or after a blank (the end of a TIMESTAMP).
+    A bare version line holds ``VERSION_KW VERSION_STR``. Only that much is looked for:
+    a search anchored at a blank scans a long run without ':' once.
+    """
+    writer, dev = _term("NCCL_WRITER"), _term("NCCL_DEV")
+    version = f"{_term('VERSION_KW')}(?:{_term('WS')})?{_term('VERSION_STR')}"
+    return re.compile(f"(?:^|\\s){writer} (?:{dev} |NCCL )|{version}")
+
+
+@cache
+def head_at() -> re.Pattern[str]:
+    """A complete NCCL prefix (terminal ``HEAD``) anywhere in a line (spec 4.3).
+
+    Where a torn line's next line begins; exactly the grammar's head terminals.
+    """
+    return terminal_regex(_parser(), "HEAD")
+
+
+@cache
+def level_marker() -> re.Pattern[str]:
+    """The level word of an NCCL line wherever it stands (spec 1.3; before 2.5 without NCCL).
+
+    The anchor of a line whose prefix is partial, redacted or foreign: a heuristic for
+    lines the full parser turned away, so not the grammar's language. Groups 1-3 hold the
+    level word: ``NCCL <LEVEL>``; ``INFO``/``WARN`` after ``NCCL_DEV`` (pre-2.3); ``WARN``
+    after a source file's ``:line`` (pre-2.3, a source suffix asked for, since foreign
+    text is full of ``word:12``).
+    """
+    dev = _term("NCCL_DEV")
+    return re.compile(
+        r"\b(NCCL (?:INFO|WARN|TRACE|ABORT|CALL))\b"
+        f"|{dev} (INFO|WARN)\\b"
+        r"|\.(?:cc|cu|cpp|h|hpp|c):\d+ (WARN)\b"
+    )
+
+
+@cache
+def partial_prefix() -> re.Pattern[str]:
+    """What is left of an NCCL prefix right before its level word (see :func:`partial_fields`).
+
+    The prefix pieces of the grammar, each optional; a pid or tid may be redacted
+    (``XXXXXX``), so they are any word here (a looser superset of ``NCCL_WRITER``).
+    """
+    return re.compile(
+        f"(?:(?P<host>{_term('NCCL_HOST')}):(?P<pid>\\w+):(?P<tid>\\w+) )?"
+        f"(?:(?P<dev>{_term('NCCL_DEV')}) )?"
+        f"(?:(?P<trace>{_term('NCCL_TRACE_AT')}) )?"
+        f"(?:(?P<file>{_term('NCCL_FILE_AT')})(?: (?P<fn>{_term('NCCL_FUNC_AT')}))? )?$"
+    )
+
+
+def partial_fields(found: re.Match[str] | None) -> dict[str, str | None]:
+    """Return the fields of a :func:`partial_prefix` match, each None when missing.
+
+    host, pid, tid, dev (the number), ms and func (TRACE), file, line and fn (WARN).
+    """
+    if found is None:
+        return {}
+    host, pid, tid, dev, trace, file_at, fn = found.group(
+        "host", "pid", "tid", "dev", "trace", "file", "fn"
+    )
+    fields: dict[str, str | None] = {"host": host, "pid": pid, "tid": tid}
+    fields["dev"] = dev[1:-1] if dev is not None else None
+    ms = func = file = line = None
+    if trace is not None:
+        ms, func = trace.split(" ", 1)
+    if file_at is not None:
+        file, line = file_at.rsplit(":", 1)
+    fields |= {"ms": ms, "func": func, "file": file, "line": line}
+    fields["fn"] = fn[1:-1] if fn is not None else None
+    return fields
 
 
 def _parse_frequent(text: str) -> Parsed | None:
@@ -188,9 +278,10 @@ def _maybe_nccl(text: str) -> bool:
     Saves the parser's error path on the many foreign lines that mention NCCL.
     """
     # NCCL before 2.3 wrote "[0] INFO" / "file:line WARN" without the word NCCL.
-    return ("NCCL " in text or " INFO" in text or " WARN" in text) and _CANDIDATE.search(
-        text
-    ) is not None
+    # A looser superset again: every prefix holds "NCCL " or " INFO"/" WARN" (before 2.3).
+    if "NCCL " not in text and " INFO" not in text and " WARN" not in text:
+        return False
+    return _prefilter().search(text) is not None
 
 
 def parse_nccl_line(text: str, *, source: str = "<line>", line_no: int = 1) -> Event | None:
