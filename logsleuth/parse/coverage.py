@@ -23,7 +23,8 @@ from logsleuth.model.nccl import NcclUnrecognized, NcclVersionRange
 from logsleuth.parse.clean import clean, strip_prefixes
 from logsleuth.parse.discover import InputSource, discover
 from logsleuth.parse.dispatch import decoded_lines, read_input
-from logsleuth.parse.nccl import line_shape, nccl_message
+from logsleuth.parse.nccl_compact import line_shape
+from logsleuth.parse.nccl_line import nccl_message
 
 _NCCL_MODULE = NcclUnrecognized.__module__
 

@@ -27,7 +27,7 @@ from lark.exceptions import LarkError
 from logsleuth.model.base import SourceRef
 from logsleuth.model.stacks import GDB, Frame, StackDump, ThreadStack
 from logsleuth.parse.base import Line, Reader, Sink
-from logsleuth.resources import read_grammar
+from logsleuth.parse.grammar import load_parser
 
 _STARTS = ("Thread ", "[New ", "[Thread debugging", "(gdb)", "#")
 """First words of the lines that can open a gdb session; other lines skip the parser when idle."""
@@ -171,12 +171,7 @@ class _LineTransformer(Transformer[Token, _Shape]):
 @cache
 def _parser() -> Lark:
     """Build the line parser once per process."""
-    return Lark(
-        read_grammar("gdb.lark"),
-        parser="lalr",
-        lexer="contextual",
-        transformer=_LineTransformer(),
-    )
+    return load_parser("gdb.lark", transformer=_LineTransformer)
 
 
 @lru_cache(maxsize=1 << 14)

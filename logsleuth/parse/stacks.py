@@ -29,7 +29,7 @@ from logsleuth.model.stacks import (
     format_frame_line,
 )
 from logsleuth.parse.base import Line, Reader, Sink
-from logsleuth.resources import read_grammar
+from logsleuth.parse.grammar import load_parser
 
 _STARTS = (
     "Process ",
@@ -233,12 +233,7 @@ class _LineTransformer(Transformer[Token, _Shape]):
 @cache
 def _parser() -> Lark:
     """Build the line parser once per process."""
-    return Lark(
-        read_grammar("pyspy.lark"),
-        parser="lalr",
-        lexer="contextual",
-        transformer=_LineTransformer(),
-    )
+    return load_parser("pyspy.lark", transformer=_LineTransformer)
 
 
 @lru_cache(maxsize=1 << 16)

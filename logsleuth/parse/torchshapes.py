@@ -28,7 +28,7 @@ from logsleuth.model.torch import (
     WatchdogProgress,
     WatchdogTimeout,
 )
-from logsleuth.resources import read_grammar
+from logsleuth.parse.grammar import load_parser
 
 STARTS = (
     "line",
@@ -597,13 +597,7 @@ def _gloo(kind: str, message: str, peer: str | None, **values: Any) -> Payload:
 @cache
 def _parser() -> Lark:
     """Build the LALR parser for ``torch.lark`` once per process."""
-    return Lark(
-        read_grammar("torch.lark"),
-        parser="lalr",
-        lexer="contextual",
-        start=list(STARTS),
-        transformer=LineTransformer(),
-    )
+    return load_parser("torch.lark", start=tuple(STARTS), transformer=LineTransformer)
 
 
 def parse_torch_line(text: str, rule: str = "line") -> Shape | None:

@@ -14,7 +14,8 @@ from logsleuth.model.nccl import NcclCollective
 from logsleuth.parse import dispatch
 from logsleuth.parse.discover import InputSource
 from logsleuth.parse.dispatch import InputResult, read_input, read_inputs
-from logsleuth.parse.nccl import parse_nccl_line, shape_of
+from logsleuth.parse.nccl import parse_nccl_line
+from logsleuth.parse.nccl_compact import shape_of
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL = sorted(

@@ -35,7 +35,8 @@ from logsleuth.model.nccl import (
 )
 from logsleuth.parse.base import Line, Sink
 from logsleuth.parse.clean import detect_numbering, strip_prefixes
-from logsleuth.parse.nccl import NcclReader, _parser, parse_nccl_line
+from logsleuth.parse.nccl import NcclReader, parse_nccl_line
+from logsleuth.parse.nccl_line import _parser
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "real" / "nccl"
 
@@ -872,7 +873,7 @@ def test_complete_communicator_lines_are_not_taken_for_cut_ones() -> None:
 
 def test_the_frequent_line_fast_path_agrees_with_the_grammar() -> None:
     # Every fixture line and the spec forms: where the fast path answers, the parser agrees.
-    from logsleuth.parse.nccl import _parse_frequent
+    from logsleuth.parse.nccl_line import _parse_frequent
 
     lines = [
         line
