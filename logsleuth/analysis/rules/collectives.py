@@ -351,35 +351,93 @@ class CollectiveMismatch(Rule):
         return (reference, odd) if lowest(reference) <= lowest(odd) else (odd, reference)
 
     def _check_fingerprints(self, index: EvidenceIndex) -> Iterable[Finding]:
+        """Name the odd one out of the DETAIL fingerprints by majority, not by the first pair.
+
+        Every rank that sees a difference prints its own fingerprint and the first other
+        rank's that differs, so a culprit appears in most messages and each victim in one.
+        Each rank's fingerprint (op, shape, dtype) is taken from what it said itself, else
+        from what others quoted of it; at the first sequence number where they differ, the
+        ranks whose fingerprint is not the majority's are the culprits.
+        """
         prints = [e for e in index.torch if isinstance(e, CollectiveFingerprint)]
         if not prints:
             return
-        votes: dict[int, str] = {}
+        own: dict[tuple[int | None, int], tuple[str | None, str | None, str | None]] = {}
+        quoted: dict[tuple[int | None, int], tuple[str | None, str | None, str | None]] = {}
         for e in prints:
-            if e.rank is not None and e.op_type:
-                votes[e.rank] = e.op_type
-            if e.other_rank is not None and e.other_op_type:
-                votes[e.other_rank] = e.other_op_type
-        counts: dict[str, list[int]] = defaultdict(list)
-        for rank, op in votes.items():
-            counts[op].append(rank)
-        if len(counts) < 2:
-            odd_ranks = sorted({e.other_rank for e in prints if e.other_rank is not None})
-        else:
-            ordered = sorted(counts.items(), key=lambda kv: (-len(kv[1]), min(kv[1])))
-            odd_ranks = sorted(r for _, ranks in ordered[1:] for r in ranks)
+            if e.rank is not None:
+                own[(e.seq, e.rank)] = (e.op_type, e.shape, e.dtype)
+            if e.other_rank is not None:
+                quoted.setdefault(
+                    (e.seq, e.other_rank), (e.other_op_type, e.other_shape, e.other_dtype)
+                )
+        prints_of = {**quoted, **own}
+        seqs = sorted({seq for seq, _ in prints_of}, key=lambda s: (s is None, s or 0))
+        seq = seqs[0]
+        votes = {rank: sig for (s, rank), sig in prints_of.items() if s == seq}
+        groups: dict[tuple[str | None, str | None, str | None], list[int]] = defaultdict(list)
+        for rank, sig in sorted(votes.items()):
+            groups[sig].append(rank)
+        ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), min(kv[1])))
+        tie = len(ordered) > 1 and len(ordered[0][1]) == len(ordered[1][1])
         first = prints[0]
+        if len(ordered) < 2:
+            odd_ranks = sorted({e.other_rank for e in prints if e.other_rank is not None})
+            reference: list[int] = []
+            what = "their collectives"
+        else:
+            reference = ordered[0][1]
+            odd_ranks = sorted(r for _, ranks in ordered[1:] for r in ranks)
+            (ref_op, ref_shape, ref_dtype), (bad_op, bad_shape, bad_dtype) = (
+                ordered[0][0],
+                ordered[1][0],
+            )
+            if ref_op != bad_op:
+                what = f"the operation ({bad_op} versus {ref_op})"
+            elif ref_shape != bad_shape:
+                what = f"the tensor shape ({bad_shape} versus {ref_shape})"
+            else:
+                what = f"the data type ({bad_dtype} versus {ref_dtype})"
+        hosts: list[str] = []
+        pids: list[int] = []
+        for rank in odd_ranks:
+            proc = index.proc_of_rank(rank)
+            if proc is not None and proc.host:
+                hosts.append(proc.host)
+            if proc is not None and proc.pid is not None:
+                pids.append(proc.pid)
+        if reference:
+            detail = (
+                f"TORCH_DISTRIBUTED_DEBUG=DETAIL compared the collectives of {len(votes)} rank(s) "
+                f"at sequence number {seq}: rank(s) {_fmt(reference)} agree and rank(s) "
+                f"{_fmt(odd_ranks)} differ in {what}. The odd one out is the culprit; the others "
+                "only reported the difference."
+            )
+            if tie:
+                detail += " The sides are equally large, so which one diverged is uncertain."
+        else:
+            detail = (
+                f"TORCH_DISTRIBUTED_DEBUG=DETAIL reported {first.op_type} on rank {first.rank} "
+                f"versus {first.other_op_type} on rank {first.other_rank} at sequence {first.seq}."
+            )
         yield self.finding(
             severity="critical",
-            title=f"PyTorch detected mismatched collectives (ranks {', '.join(map(str, odd_ranks))} differ)",
-            detail=(
-                f"TORCH_DISTRIBUTED_DEBUG=DETAIL reported {first.op_type} on rank {first.rank} versus "
-                f"{first.other_op_type} on rank {first.other_rank} at sequence {first.seq}."
+            title=(
+                f"rank(s) {_fmt(odd_ranks)} issued a different collective at sequence number {seq}"
+                + (f" ({what}) than rank(s) {_fmt(reference)}" if reference else "")
+                if odd_ranks
+                else "PyTorch detected mismatched collectives"
             ),
+            detail=detail,
             events=prints,
             ranks=odd_ranks,
-            confidence=0.9,
-            next_steps=("Compare the two call sites named in the report and make them agree.",),
+            hosts=hosts,
+            pids=pids,
+            confidence=(0.5 if tie else 0.9) if reference else 0.6,
+            next_steps=(
+                "Compare the call sites of the odd rank(s) with the others' and make them agree "
+                "(the shape passed to the collective, the order of the calls).",
+            ),
         )
 
 
