@@ -65,6 +65,15 @@ _STORE_BARRIER = re.compile(
     r"store based barrier on rank (\d+).*?world_size=(\d+), num_workers_joined=(\d+)",
     re.IGNORECASE | re.DOTALL,
 )
+_CATEGORY_WORDS = {
+    "unknown": "its own code",
+    "compute": "compute",
+    "data-loading": "data loading",
+    "io": "file or network I/O",
+    "lock": "a lock",
+    "sleep": "a sleep",
+    "init": "process-group set-up",
+}
 _QUIET = ("unknown", "silent")
 """States that say nothing about where a process is."""
 _BARRIER_OPS = frozenset({"barrier", "monitored_barrier"})
@@ -110,7 +119,7 @@ def _proc_id(host: str | None, pid: int | None) -> str:
     return " ".join(x for x in (host, f"pid {pid}" if pid is not None else None) if x)
 
 
-def _global_rank(event: Event, local: int | None, pg: str | None) -> int | None:
+def global_rank(event: Event, local: int | None, pg: str | None) -> int | None:
     """Return the global rank of a torch line, never a process-group-local one.
 
     ``[rank13]:`` (the launcher / c10 prefix) is global; ``[PG ID 11 PG GUID 119 Rank 1]``
@@ -164,6 +173,8 @@ def _stack_states(procs: list[ProcStack], graph: _Graph) -> dict[str, ProcStack]
     by_node: dict[str, ProcStack] = {}
     for ps in procs:
         node_id = rank_id(ps.rank) if ps.rank is not None else _proc_id(ps.host, ps.pid)
+        if not node_id:
+            continue  # a dump that names neither rank nor pid cannot be placed
         node = graph.nodes.get(node_id)
         if node is None:
             node = graph.nodes[node_id] = _Node(ps.rank, ps.host, ps.pid)
@@ -172,7 +183,8 @@ def _stack_states(procs: list[ProcStack], graph: _Graph) -> dict[str, ProcStack]
         if ps.dump.main_thread() is None:
             continue
         category, collective, site = classify_dump(ps.dump)
-        label = (collective or category) + (f" at {site}" if site else "")
+        words = _CATEGORY_WORDS.get(category, category)
+        label = (collective or words) + (f" at {site}" if site else "")
         if ps.moved:
             node.state, node.where = "progressing", label
         elif category == "collective":
@@ -320,11 +332,11 @@ def _watchdog_edges(index: EvidenceIndex, graph: _Graph) -> None:
     progress = [e for e in index.torch if isinstance(e, WatchdogProgress)]
     enqueued: dict[tuple[str | None, int], int] = {}
     for p in progress:
-        rank = _global_rank(p, p.rank, p.pg)
+        rank = global_rank(p, p.rank, p.pg)
         if rank is not None and p.last_enqueued is not None:
             enqueued[(p.pg, rank)] = p.last_enqueued
     for event in timeouts:
-        waiter = _global_rank(event, event.rank, event.pg)
+        waiter = global_rank(event, event.rank, event.pg)
         if waiter is None or rank_id(waiter) not in graph.nodes:
             continue
         node = graph.nodes[rank_id(waiter)]
@@ -478,6 +490,9 @@ class Resolution:
     reference_call: str
     how: str
     tie: bool
+    reference_next: str = ""
+    """What the majority issued right after ``reference_call``, when known: equal to
+    ``odd_call`` when the odd ranks skipped ``reference_call`` and went on."""
 
 
 def _resolve_cycle(
@@ -498,7 +513,12 @@ def _resolve_cycle(
             odd = [r for _, rs in ranked[1:] for r in rs]
             tie = len(ranked[1][1]) == len(reference)
             bad, good = ranked[1][0], ranked[0][0]
+            following = Counter(
+                order[r][position + 1] for r in reference if position + 1 < len(order[r])
+            )
+            after = following.most_common(1)[0][0] if following else None
             return Resolution(
+                reference_next=f"{after[0]} at {after[1]}" if after else "",
                 odd=tuple(rank_id(r) for r in sorted(odd)),
                 reference=tuple(rank_id(r) for r in sorted(reference)),
                 odd_call=f"{bad[0]} at {bad[1]}" if bad[1] else bad[0],

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from logsleuth.analysis.correlate import own_deaths, pg_links
 from logsleuth.analysis.index import CommState, EvidenceIndex, OpRecord, Stream
 from logsleuth.analysis.rules.base import Rule, culprits, describe, evidence_of, message_text
+from logsleuth.analysis.waitfor import global_rank
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.ranks import format_ranks
@@ -473,18 +474,34 @@ class CollectiveTimeout(Rule):
         by_seq: dict[tuple[str | None, int, str], list[WatchdogTimeout]] = defaultdict(list)
         for e in timeouts:
             by_seq[(e.pg, e.seq, e.op_type)].append(e)
-        (_pg, seq, op_type), group = max(by_seq.items(), key=lambda kv: (len(kv[1]), kv[0][1]))
-        ranks = sorted({e.rank for e in group if e.rank is not None})
+        (pg, seq, op_type), group = max(
+            by_seq.items(), key=lambda kv: (len(kv[1]), kv[0][1], str(kv[0][0]))
+        )
+        # Global ranks only: ``[PG ID 11 PG GUID 119 Rank 1]`` is rank 1 of group 119.
+        ranks = sorted({r for e in group if (r := global_rank(e, e.rank, e.pg)) is not None})
+        # The timeout line often names no group ([Rank N] prefix): then every group's counts
+        # are taken, as before; a named group is compared only with itself.
+        mine = [p for p in progress if pg is None or p.pg is None or p.pg == pg]
         behind = sorted(
             {
-                p.rank
-                for p in progress
-                if p.rank is not None and p.last_enqueued is not None and p.last_enqueued < seq
+                r
+                for p in mine
+                if (r := global_rank(p, p.rank, p.pg)) is not None
+                and p.last_enqueued is not None
+                and p.last_enqueued < seq
             }
         )
-        inside = {p.rank for p in progress if p.rank is not None and (p.last_enqueued or 0) >= seq}
+        inside = {
+            r
+            for p in mine
+            if (r := global_rank(p, p.rank, p.pg)) is not None and (p.last_enqueued or 0) >= seq
+        }
         silent = self._silent_ranks(index, set(ranks) | inside)
         ranks = sorted(set(ranks) | inside)
+        if len(ranks) < 2 and not behind:
+            # One rank's line says that it waited, not why: never "every rank is inside".
+            yield self._one_side(index, group, progress, seq, op_type, ranks)
+            return
         if behind or silent:
             missing = sorted(set(behind) | set(silent))
             yield self._laggards(index, group, progress, missing, seq, op_type, ranks)
@@ -529,6 +546,45 @@ class CollectiveTimeout(Rule):
                 "Check dmesg for Xid/ECC errors and the IB ports (ibstat, ibv_devinfo) on the hosts involved.",
                 "Enable the flight recorder (TORCH_NCCL_TRACE_BUFFER_SIZE=2000, "
                 "TORCH_NCCL_DUMP_ON_TIMEOUT=1) to see which ranks completed which collectives.",
+            ),
+        )
+
+    def _one_side(
+        self,
+        index: EvidenceIndex,
+        group: list[WatchdogTimeout],
+        progress: list[WatchdogProgress],
+        seq: int,
+        op_type: str,
+        ranks: list[int],
+    ) -> Finding:
+        who = f"rank {ranks[0]}" if ranks else "one rank"
+        world = index.world_size
+        others = (
+            f"the other {world - 1} rank(s) left no line about it"
+            if world
+            else "no other rank's side is in the evidence"
+        )
+        return Finding(
+            code=self.code,
+            name=self.name,
+            kind="inconclusive",
+            severity="error",
+            title=f"{who} timed out waiting in {op_type} SeqNum {seq}; {others}",
+            detail=(
+                f"Only {who} reports the timeout of {op_type} (SeqNum {seq}). A timeout says that "
+                f"{who} waited, not why: it is the one that waited, not the culprit, and one "
+                "rank's line cannot show that every rank was inside the collective. The rank(s) "
+                "that did not arrive are among those whose logs are missing."
+            ),
+            confidence=0.3,
+            evidence=evidence_of([*group, *progress])[0],
+            evidence_total=len(group) + len(progress),
+            next_steps=(
+                "Collect the logs of every rank (the launcher's combined output, or each rank's "
+                "stderr): the rank(s) that reported no timeout, or enqueued less work, are the suspects.",
+                "Dump the stacks of all ranks while the job hangs (py-spy dump --pid PID), or "
+                "enable the flight recorder (TORCH_FR_BUFFER_SIZE=2000, TORCH_FR_DUMP_ON_TIMEOUT=1).",
             ),
         )
 
