@@ -34,6 +34,7 @@ import networkx as nx
 from logsleuth.analysis.correlate import own_deaths
 from logsleuth.analysis.flight import entries_by_group
 from logsleuth.analysis.index import EvidenceIndex
+from logsleuth.analysis.rules.base import message_text
 from logsleuth.analysis.rules.stacks import STALLED, proc_stacks
 from logsleuth.analysis.stack_classify import classify_dump
 from logsleuth.analysis.stacks import ProcStack
@@ -61,6 +62,18 @@ PEER_GONE = re.compile(
     re.IGNORECASE,
 )
 """A rank that says this lost a peer: it was waiting for it, not the cause."""
+_WAITED = re.compile(
+    r"Timed out waiting|timed out|Watchdog caught|wait timeout|Is there a distributed collective"
+    r"|Received data size|op\.preamble\.length|Detected mismatch between collectives",
+    re.IGNORECASE,
+)
+"""A rank that says this waited (and gave up) or detected a mismatch."""
+_DETECTED = re.compile(
+    r"Is there a distributed collective mismatch|Received data size doesn't match"
+    r"|op\.preamble\.length|message truncated : receiving",
+    re.IGNORECASE,
+)
+"""A transport's size check: the rank that printed it detected the mismatch and aborted."""
 _STORE_BARRIER = re.compile(
     r"store based barrier on rank (\d+).*?world_size=(\d+), num_workers_joined=(\d+)",
     re.IGNORECASE | re.DOTALL,
@@ -90,6 +103,7 @@ class _Node:
     evidence: bool = False
     site: tuple[str, str] | None = None
     """(collective, call site) of a rank waiting inside a collective, from its stack."""
+    category: str = ""
 
 
 @dataclass(slots=True)
@@ -183,6 +197,7 @@ def _stack_states(procs: list[ProcStack], graph: _Graph) -> dict[str, ProcStack]
         if ps.dump.main_thread() is None:
             continue
         category, collective, site = classify_dump(ps.dump)
+        node.category = category
         words = _CATEGORY_WORDS.get(category, category)
         label = (collective or words) + (f" at {site}" if site else "")
         if ps.moved:
@@ -206,6 +221,7 @@ def _traceback_text(event: PythonTraceback) -> str:
 def _fates(index: EvidenceIndex, graph: _Graph) -> tuple[set[str], dict[str, Event]]:
     """Mark dead, exited and waiting-for-a-lost-peer ranks; return the latter and why."""
     lost: dict[str, Event] = {}
+    waited: set[str] = set()
     for event in index.torch:
         text = ""
         if isinstance(event, PythonTraceback):
@@ -213,20 +229,37 @@ def _fates(index: EvidenceIndex, graph: _Graph) -> tuple[set[str], dict[str, Eve
         elif isinstance(event, GlooError | WatchdogError):
             text = event.message if isinstance(event, GlooError) else event.reason
         rank = event.origin.rank
-        if rank is None or not PEER_GONE.search(text):
+        if rank is None or rank_id(rank) not in graph.nodes:
             continue
-        node_id = rank_id(rank)
-        if node_id in graph.nodes:
-            lost.setdefault(node_id, event)
-            node = graph.nodes[node_id]
+        node = graph.nodes[rank_id(rank)]
+        if PEER_GONE.search(text):
+            lost.setdefault(rank_id(rank), event)
             node.state, node.where = "waiting", "lost its connection to a peer"
+        elif _WAITED.search(text):
+            # Its own wait timed out, or it detected the others' mismatch: it ended because
+            # it waited, which makes it a witness, not a culprit.
+            waited.add(rank_id(rank))
+            if node.state in _QUIET:
+                node.state, node.where = "waiting", "its wait timed out or failed a check"
+    # An abort whose message names no rank (``terminate called ... what(): [enforce fail]
+    # ... Is there a distributed collective mismatch``) came from the rank that aborted.
+    checked = any(
+        event.origin.rank is None and _DETECTED.search(message_text(event))
+        for event in (*index.torch, *index.warns)
+    )
     for death in own_deaths(index):
         if death.rank is None:
             continue
         node_id = rank_id(death.rank)
-        if node_id in graph.nodes and node_id not in lost:
+        if checked and death.event.signal == "SIGABRT" and node_id in graph.nodes:
+            waited.add(node_id)
+            graph.nodes[node_id].where = "aborted when its size check failed"
+            graph.nodes[node_id].state = "waiting"
+            continue
+        if node_id in graph.nodes and node_id not in lost and node_id not in waited:
             node = graph.nodes[node_id]
-            if node.state != "waiting":
+            # A stack that shows it alive and stuck says more than how it was ended later.
+            if node.state in _QUIET:
                 node.state, node.where = "dead", death.how
     failed = {f.rank for f in index.failures if f.rank is not None}
     for failure in index.failures:
@@ -615,6 +648,7 @@ def build_wait_for(index: EvidenceIndex) -> WaitAnalysis | None:
             pid=node.pid,
             state=node.state,
             where=node.where,
+            category=node.category,
         )
         for node_id, node in sorted(graph.nodes.items(), key=lambda kv: _node_order(kv[0]))
     )

@@ -45,6 +45,8 @@ class WaitNode:
     state: str = "unknown"
     where: str = ""
     """What the state is about: ``all_reduce at train (train.py:12)``, ``exit code 0``."""
+    category: str = ""
+    """Where its stack is, as the stack classifier says (``data-loading``, ``unknown``, ...)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -24,12 +24,17 @@ _KIND_OF_STATE = {
 _CONFIDENCE = {
     "elsewhere": 0.85,
     "init": 0.8,
-    "dead": 0.8,
-    "exited": 0.8,
+    # Below the rules that read the death itself (a traceback, torchrun's summary): when
+    # they agree, theirs is the better account and this one corroborates it.
+    "dead": 0.65,
+    "exited": 0.65,
     "progressing": 0.55,
     "unknown": 0.6,
     "silent": 0.55,
 }
+_STACK_RULE_CATEGORIES = frozenset({"data-loading", "lock", "io", "sleep", "compute", "init"})
+"""Stack categories that LS104 (stacks.non_collective) and LS105 (init.stall) report."""
+_STACK_STATES = frozenset({"elsewhere", "init", "progressing"})
 _NO_DATA = frozenset({"barrier", "monitored_barrier", "(nothing)"})
 """Calls that carry no data: a rank waiting in one (or issuing nothing) skipped ahead."""
 
@@ -90,9 +95,16 @@ class WaitForSink(Rule):
         if not culprits:
             return
         if analysis.resolution is not None:
-            yield self._cycle(analysis, culprits, analysis.resolution)
-        else:
-            yield self._sink(analysis, culprits)
+            if "flight" in analysis.resolution.how:
+                yield self._cycle(analysis, culprits, analysis.resolution)
+            # A cycle seen in stacks alone is LS107's (stacks.divergent_collective) to name.
+            return
+        ids = {n.id for n in culprits}
+        sources = {e.source for e in analysis.graph.edges if e.waits_for in ids}
+        told = {n.category for n in culprits} <= _STACK_RULE_CATEGORIES
+        if sources == {"stacks"} and told and {n.state for n in culprits} <= _STACK_STATES:
+            return  # LS104 / LS105 read the same stacks and say more about them
+        yield self._sink(analysis, culprits)
 
     def _sink(self, analysis: WaitAnalysis, culprits: list[WaitNode]) -> Finding:
         graph = analysis.graph
@@ -108,6 +120,8 @@ class WaitForSink(Rule):
         if at_init and state in ("elsewhere", "silent", "unknown", "progressing"):
             kind = "init-stall"
         confidence = _CONFIDENCE.get(state, 0.6)
+        if len(waiters) < 2:
+            confidence *= 0.7  # one waiter against one culprit: either may have diverged
         how = culprits[0].where or state
         who = _names(culprits)
         if state == "silent":
