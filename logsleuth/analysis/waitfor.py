@@ -54,6 +54,8 @@ from logsleuth.model.waitfor import WaitEdge, WaitFor, WaitNode
 MAX_WORLD = 65536
 """Ranks known only from a world size are added as nodes up to this size."""
 MAX_FANOUT = 64
+MAX_EDGES = 8192
+"""A waiting group whose edges to the absent would pass this many gets none from stacks."""
 """A waiting group gets an edge to each absent rank only when there are at most this many."""
 
 PEER_GONE = re.compile(
@@ -471,7 +473,7 @@ def _stack_edges(graph: _Graph, stacks: dict[str, ProcStack], explained: set[str
     for site, members in groups.items():
         inside = set(members)
         absent = [i for i in graph.nodes if i not in inside]
-        if len(absent) > MAX_FANOUT:
+        if len(absent) > MAX_FANOUT or len(absent) * len(members) > MAX_EDGES:
             continue
         for node_id in members:
             if node_id in explained:
