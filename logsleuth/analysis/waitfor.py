@@ -224,13 +224,17 @@ def _fates(index: EvidenceIndex, graph: _Graph) -> tuple[set[str], dict[str, Eve
     """Mark dead, exited and waiting-for-a-lost-peer ranks; return the latter and why."""
     lost: dict[str, Event] = {}
     waited: set[str] = set()
+    timed_out: dict[str, Event] = {}
     for event in index.torch:
         text = ""
+        rank = event.origin.rank
         if isinstance(event, PythonTraceback):
             text = _traceback_text(event)
         elif isinstance(event, GlooError | WatchdogError):
             text = event.message if isinstance(event, GlooError) else event.reason
-        rank = event.origin.rank
+        elif isinstance(event, WatchdogTimeout):
+            text = "Watchdog caught"
+            rank = global_rank(event, event.rank, event.pg)
         if rank is None or rank_id(rank) not in graph.nodes:
             continue
         node = graph.nodes[rank_id(rank)]
@@ -241,6 +245,7 @@ def _fates(index: EvidenceIndex, graph: _Graph) -> tuple[set[str], dict[str, Eve
             # Its own wait timed out, or it detected the others' mismatch: it ended because
             # it waited, which makes it a witness, not a culprit.
             waited.add(rank_id(rank))
+            timed_out.setdefault(rank_id(rank), event)
             if node.state in _QUIET:
                 node.state, node.where = "waiting", "its wait timed out or failed a check"
     # An abort whose message names no rank (``terminate called ... what(): [enforce fail]
@@ -269,13 +274,19 @@ def _fates(index: EvidenceIndex, graph: _Graph) -> tuple[set[str], dict[str, Eve
         if ended is not None and ended.state == "silent" and failure.signal == "SIGTERM":
             # Alive until torchrun ended the job: not silent, only unobserved.
             ended.state, ended.where = "unknown", "ended by torchrun (SIGTERM)"
-    if failed and lost:
-        # torchrun lists only the workers that failed: a rank it does not list ended with
-        # status 0 while the others still needed it.
+    waiting_failed = {r for r in failed if rank_id(r) in lost or rank_id(r) in waited}
+    if failed and waiting_failed:
+        # torchrun lists only the workers that failed, and its global ranks are dense
+        # (0..N-1): a rank it does not list ended with status 0 while ranks it lists were
+        # still waiting (lost peers, timeouts).
+        for rank in range(min(max(failed), MAX_WORLD)):
+            graph.nodes.setdefault(
+                rank_id(rank), _Node(rank, state="silent", where="left no evidence")
+            )
         for node in graph.nodes.values():
             if node.rank is not None and node.rank not in failed and node.state in _QUIET:
                 node.state, node.where = "exited", "exit code 0 (not in torchrun's failures)"
-    return set(lost), lost
+    return set(lost), {**timed_out, **lost}
 
 
 def _flight_edges(index: EvidenceIndex, graph: _Graph) -> set[str]:
@@ -451,13 +462,21 @@ def _barrier_edges(index: EvidenceIndex, graph: _Graph) -> None:
 
 
 def _lost_peer_edges(graph: _Graph, lost: dict[str, Event]) -> None:
+    """A rank that lost a peer or timed out waited for the ranks that were gone by then."""
     gone = [n for n in graph.nodes.values() if n.state in ("exited", "dead") and n.rank is not None]
+    if len(gone) > MAX_FANOUT:
+        return
     for waiter, event in lost.items():
+        how = (
+            "lost its connection to a peer"
+            if graph.nodes[waiter].where.startswith("lost")
+            else "its wait timed out"
+        )
         for other in gone:
             graph.add_edge(
                 waiter,
                 rank_id(other.rank or 0),
-                f"lost its connection to a peer; rank {other.rank} had {other.where}",
+                f"{how}; rank {other.rank} had {other.where}",
                 "launcher",
                 event,
             )

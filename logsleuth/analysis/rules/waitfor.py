@@ -17,7 +17,8 @@ _KIND_OF_STATE = {
     "progressing": "non-collective-stall",
     "init": "init-stall",
     "dead": "process-died",
-    "exited": "process-died",
+    # CONTRACT: "some ranks never entered a collective ... (a rank that exited early)".
+    "exited": "missing-collective",
     "silent": "missing-collective",
     "unknown": "missing-collective",
 }
