@@ -202,3 +202,26 @@ def test_one_store_timeout_names_the_silent_ranks_not_the_one_that_waited(tmp_pa
     assert [n.state for n in graph.nodes] == ["silent", "silent", "waiting", "silent"]
     (finding,) = [f for f in d.findings if f.code == "LS120"]
     assert finding.confidence < 0.5  # three suspects for one missing rank, on silence alone
+
+
+def test_watchdog_sizes_at_one_seqnum_name_the_odd_one_out(tmp_path: Path) -> None:
+    lines = [
+        WATCHDOG.replace("rank3", f"rank{r}").replace("Rank 3", f"Rank {r}") for r in (0, 1, 3)
+    ]
+    lines.append(
+        WATCHDOG.replace("rank3", "rank2")
+        .replace("Rank 3", "Rank 2")
+        .replace("NumelIn=1048576, NumelOut=1048576", "NumelIn=524288, NumelOut=524288")
+    )
+    log = tmp_path / "job.log"
+    log.write_text("".join(lines))
+    d = _diagnose(log)
+    assert (d.verdict.kind, d.verdict.code, d.verdict.culprit_ranks) == (
+        "collective-mismatch",
+        "LS102",
+        (2,),
+    )
+    assert d.verdict.summary == (
+        "rank(s) 2 ran a different collective at SeqNum 1234 (NumelIn/NumelOut 524288/524288 "
+        "versus 1048576/1048576) than rank(s) 0-1,3"
+    )

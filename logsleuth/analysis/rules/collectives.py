@@ -256,6 +256,74 @@ class CollectiveMismatch(Rule):
             if finding is not None:
                 yield finding
         yield from self._check_fingerprints(index)
+        yield from self._check_watchdog(index)
+
+    def _check_watchdog(self, index: EvidenceIndex) -> Iterable[Finding]:
+        """Compare what the ranks' watchdogs say they were running at one SeqNum.
+
+        Every rank that timed out prints its work (``SeqNum``, ``OpType``, ``NumelIn``,
+        ``NumelOut``); ranks of one process group at one SeqNum must agree. The first SeqNum
+        where they do not is a mismatch, and the ranks outside the majority are the odd ones.
+        """
+        timeouts = [e for e in index.torch if isinstance(e, WatchdogTimeout)]
+        by_seq: dict[tuple[str | None, int], dict[int, WatchdogTimeout]] = defaultdict(dict)
+        for e in timeouts:
+            rank = global_rank(e, e.rank, e.pg)
+            if rank is not None:
+                by_seq[(e.pg, e.seq)].setdefault(rank, e)
+        for (pg, seq), per_rank in sorted(by_seq.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+            groups: dict[tuple[str, int | None, int | None], list[int]] = defaultdict(list)
+            for rank, e in sorted(per_rank.items()):
+                groups[(e.op_type, e.numel_in, e.numel_out)].append(rank)
+            if len(groups) < 2:
+                continue
+            ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), min(kv[1])))
+            (ref_sig, reference), (bad_sig, _) = ordered[0], ordered[1]
+            odd = sorted(r for _, ranks in ordered[1:] for r in ranks)
+            tie = len(ordered[1][1]) == len(reference)
+            what = (
+                f"{bad_sig[0]} versus {ref_sig[0]}"
+                if bad_sig[0] != ref_sig[0]
+                else f"NumelIn/NumelOut {bad_sig[1]}/{bad_sig[2]} versus {ref_sig[1]}/{ref_sig[2]}"
+            )
+            hosts: list[str] = []
+            pids: list[int] = []
+            for rank in odd:
+                proc = index.proc_of_rank(rank)
+                if proc is not None and proc.host:
+                    hosts.append(proc.host)
+                if proc is not None and proc.pid is not None:
+                    pids.append(proc.pid)
+            yield self.finding(
+                severity="critical",
+                title=(
+                    f"rank(s) {_fmt(odd)} ran a different collective at SeqNum {seq} ({what}) "
+                    f"than rank(s) {_fmt(reference)}"
+                ),
+                detail=(
+                    f"The watchdogs of {len(per_rank)} rank(s) timed out at SeqNum {seq}"
+                    + (f" of process group {pg}" if pg else "")
+                    + f"; rank(s) {_fmt(reference)} were in {ref_sig[0]} with NumelIn/NumelOut "
+                    f"{ref_sig[1]}/{ref_sig[2]} and rank(s) {_fmt(odd)} in {bad_sig[0]} with "
+                    f"{bad_sig[1]}/{bad_sig[2]}. Ranks at one position must run the same "
+                    "collective with the same sizes; the odd one out is the culprit."
+                    + (
+                        " The sides are equally large: which one diverged is uncertain."
+                        if tie
+                        else ""
+                    )
+                ),
+                events=[per_rank[r] for r in (*odd, *reference)],
+                ranks=odd,
+                hosts=hosts,
+                pids=pids,
+                confidence=0.45 if tie else 0.8,
+                next_steps=(
+                    f"Compare the call sites of rank(s) {_fmt(odd)} with the others' at that step "
+                    "(the tensor shapes, the order of the collectives).",
+                ),
+            )
+            return
 
     def _check_comm(self, index: EvidenceIndex, state: CommState) -> Finding | None:
         if state.static_op_count():
