@@ -90,6 +90,7 @@ _CATEGORY_WORDS = {
     "init": "process-group set-up",
 }
 _QUIET = ("unknown", "silent")
+_TIMED_OUT = "its wait timed out or failed a check"
 """States that say nothing about where a process is."""
 _BARRIER_OPS = frozenset({"barrier", "monitored_barrier"})
 """Collectives that carry no data: a rank waiting in one issued nothing in conflict."""
@@ -247,7 +248,7 @@ def _fates(index: EvidenceIndex, graph: _Graph) -> tuple[set[str], dict[str, Eve
             waited.add(rank_id(rank))
             timed_out.setdefault(rank_id(rank), event)
             if node.state in _QUIET:
-                node.state, node.where = "waiting", "its wait timed out or failed a check"
+                node.state, node.where = "waiting", _TIMED_OUT
     # An abort whose message names no rank (``terminate called ... what(): [enforce fail]
     # ... Is there a distributed collective mismatch``) came from the rank that aborted.
     checked = any(
@@ -318,8 +319,8 @@ def _flight_edges(index: EvidenceIndex, graph: _Graph) -> set[str]:
                 node = graph.nodes.get(rank_id(other))
                 if node is not None and node.state in ("silent", "exited", "dead", "unknown"):
                     _add_fr(graph, rank, other, entry, pg, quote, "left no flight record")
-            if waiter is not None and waiter.state == "unknown":
-                waiter.state, waiter.where = "waiting", f"{entry.op} #{top} of pg {pg}"
+            if waiter is not None and (waiter.state == "unknown" or waiter.where == _TIMED_OUT):
+                waiter.state, waiter.where = "waiting", f"{entry.op} #{top} of pg {pg or '0'}"
     return explained
 
 

@@ -225,3 +225,40 @@ def test_watchdog_sizes_at_one_seqnum_name_the_odd_one_out(tmp_path: Path) -> No
         "rank(s) 2 ran a different collective at SeqNum 1234 (NumelIn/NumelOut 524288/524288 "
         "versus 1048576/1048576) than rank(s) 0-1,3"
     )
+
+
+def _coll(host: str, pid: int, comm: str, op_count: int, count: int) -> str:
+    return (
+        f"{host}:{pid}:{pid} [0] NCCL INFO AllReduce: opCount {op_count:x} sendbuff 0x7f00 "
+        f"recvbuff 0x7f00 count {count} datatype 7 op 0 root 0 comm {comm} [nranks=2] "
+        "stream 0x55\n"
+    )
+
+
+def _init(host: str, pid: int, comm: str, rank: int, comm_id: str) -> str:
+    return (
+        f"{host}:{pid}:{pid} [0] NCCL INFO ncclCommInitRank comm {comm} rank {rank} nranks 2 "
+        f"cudaDev 0 nvmlDev 0 busId 1000 commId {comm_id} - Init COMPLETE\n"
+    )
+
+
+def test_two_ranks_waiting_for_each_other_are_a_deadlock_not_a_culprit(tmp_path: Path) -> None:
+    """Two 2-rank communicators; rank 0 issued its 3rd AllReduce on comm A, rank 1 on comm B."""
+    for rank, (host, pid) in enumerate((("node-a", 100), ("node-b", 200))):
+        comm_a, comm_b = f"0xa{rank}", f"0xb{rank}"
+        lines = [
+            _init(host, pid, comm_a, rank, "0x1111"),
+            _init(host, pid, comm_b, rank, "0x2222"),
+        ]
+        for op in range(2):
+            lines += [_coll(host, pid, comm_a, op, 8), _coll(host, pid, comm_b, op, 8)]
+        lines.append(_coll(host, pid, comm_a if rank == 0 else comm_b, 2, 8))
+        (tmp_path / f"{host}.{pid}.log").write_text("".join(lines))
+    d = _diagnose(tmp_path)
+    graph = d.waitfor
+    assert graph is not None
+    assert graph.cycles == (("rank 0", "rank 1"),)
+    assert graph.culprits == ()
+    (finding,) = [f for f in d.findings if f.code == "LS120"]
+    assert (finding.kind, finding.ranks, finding.confidence) == ("collective-mismatch", (), 0.4)
+    assert finding.title.startswith("ranks 0-1 wait for each other")

@@ -89,9 +89,13 @@ class WaitForSink(Rule):
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         analysis = wait_for(index)
-        if analysis is None or not analysis.graph.culprits:
+        if analysis is None:
             return
         graph = analysis.graph
+        if not graph.culprits:
+            if graph.cycles:
+                yield self._deadlock(graph)
+            return
         culprits = [n for c in graph.culprits if (n := graph.node(c)) is not None]
         if not culprits:
             return
@@ -203,6 +207,31 @@ class WaitForSink(Rule):
             e.evidence for e in graph.edges if e.waits_for in ids and e.evidence is not None
         ]
         return self._finding(kind, title, detail, culprits, confidence, evidence, graph)
+
+    def _deadlock(self, graph: WaitFor) -> Finding:
+        """Ranks wait for each other and nothing tells which order is the wrong one."""
+        cycle = max(graph.cycles, key=len)
+        nodes = [n for i in cycle if (n := graph.node(i)) is not None]
+        edges = [e for e in graph.edges if e.waiter in cycle and e.waits_for in cycle]
+        found = self.finding(
+            severity="critical",
+            title=f"{_names(nodes)} wait for each other: a deadlock of collectives issued in "
+            "different orders",
+            detail=(
+                "Each of them waits for another of them: "
+                + "; ".join(f"{e.waiter} waits for {e.waits_for} ({e.reason})" for e in edges[:6])
+                + ". No rank is stuck elsewhere and no majority tells which order is the "
+                "intended one, so the culprit cannot be named."
+            ),
+            confidence=0.4,
+            evidence=_unique([e.evidence for e in edges if e.evidence is not None]),
+            next_steps=(
+                "Make every rank issue its collectives on these communicators in the same order "
+                "(one stream or an explicit order; no collectives from several threads).",
+                "Dump the stacks of these ranks (py-spy dump --pid PID) to see both call sites.",
+            ),
+        )
+        return replace(found, kind="collective-mismatch")
 
     def _finding(
         self,
