@@ -106,7 +106,8 @@ ONE_SIDED = (
     OneSided("skip-last-collective", 1, ("process-died",)),
     OneSided("size-mismatch-detail", 1, ("collective-mismatch",)),
     OneSided("eval-stall", 0, ("non-collective-stall",)),
-    OneSided("init-barrier-slow", 1, ("init-stall",), stall_timeout=30),
+    # init-barrier-slow is left to its fixture (tests/analysis/test_waitfor.py): torchrun ends
+    # the job at the first store timeout, so how many ranks get to report varies per run.
     # LS204 still calls rank 1's own gloo timeout a death: either kind names rank 1.
     OneSided(
         "subgroup-barrier-skip",
