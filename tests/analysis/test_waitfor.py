@@ -262,3 +262,16 @@ def test_two_ranks_waiting_for_each_other_are_a_deadlock_not_a_culprit(tmp_path:
     (finding,) = [f for f in d.findings if f.code == "LS120"]
     assert (finding.kind, finding.ranks, finding.confidence) == ("collective-mismatch", (), 0.4)
     assert finding.title.startswith("ranks 0-1 wait for each other")
+
+
+def test_one_real_store_timeout_is_the_rank_that_waited() -> None:
+    """The same job as init-barrier-slow, where torchrun ended the others after rank 2's timeout.
+
+    Only rank 2 reports ("num_workers_joined=3" of 4), so the evidence cannot tell which of
+    the three others is missing: they are named together, with low confidence, and rank 2
+    (the one that waited) is not.
+    """
+    d = _diagnose(LIVE / "init-barrier-slow-one-reporter")
+    assert (d.verdict.kind, d.verdict.culprit_ranks) == ("init-stall", (0, 1, 3))
+    assert d.verdict.confidence < 0.5
+    assert not [f for f in d.findings if f.severity == "critical" and 2 in f.ranks]
