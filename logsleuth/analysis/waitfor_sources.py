@@ -381,7 +381,10 @@ def watchdog_edges(index: EvidenceIndex, graph: Graph) -> None:
                     event,
                 )
         silent = [n for n in graph.nodes.values() if n.state == "silent" and n.rank is not None]
-        if len(silent) <= MAX_FANOUT:
+        ranks = sum(1 for n in graph.nodes.values() if n.rank is not None)
+        # Silence points at a rank only when the silent are a minority of the job: when most
+        # ranks left nothing, the logs are what is missing, not the ranks.
+        if len(silent) <= MAX_FANOUT and len(silent) * 2 < ranks:
             for other in silent:
                 graph.add_edge(
                     rank_id(waiter),

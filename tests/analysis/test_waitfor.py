@@ -165,6 +165,9 @@ def test_two_watchdog_lines_still_conclude_a_stall_inside_the_collective(tmp_pat
     log.write_text(WATCHDOG + WATCHDOG.replace("rank3", "rank2").replace("Rank 3", "Rank 2"))
     d = _diagnose(log)
     assert (d.verdict.kind, d.verdict.code) == ("collective-timeout", "LS103")
+    # Nobody waits for anybody that is not in the collective: no graph, no LS120.
+    assert d.waitfor is None
+    assert not [f for f in d.findings if f.code == "LS120"]
 
 
 def test_a_process_group_local_rank_is_not_taken_for_a_global_one(tmp_path: Path) -> None:
@@ -275,3 +278,21 @@ def test_one_real_store_timeout_is_the_rank_that_waited() -> None:
     assert (d.verdict.kind, d.verdict.culprit_ranks) == ("init-stall", (0, 1, 3))
     assert d.verdict.confidence < 0.5
     assert not [f for f in d.findings if f.severity == "critical" and 2 in f.ranks]
+
+
+def test_a_silent_minority_is_suspected_a_silent_majority_is_not(tmp_path: Path) -> None:
+    """The world size (4) comes from an NCCL init line; the watchdogs speak for the ranks."""
+    three = "".join(
+        WATCHDOG.replace("rank3", f"rank{r}").replace("Rank 3", f"Rank {r}") for r in (0, 2, 3)
+    )
+    init = (
+        "a:1:1 [0] NCCL INFO ncclCommInitRank comm 0x1 rank 0 nranks 4 cudaDev 0 nvmlDev 0 "
+        "busId 1000 commId 0x99 - Init COMPLETE\n"
+    )
+    (tmp_path / "job.log").write_text(three)
+    (tmp_path / "nccl.log").write_text(init)
+    d = _diagnose(tmp_path)
+    assert (d.verdict.kind, d.verdict.culprit_ranks) == ("missing-collective", (1,))
+    (tmp_path / "job.log").write_text(WATCHDOG)
+    d = _diagnose(tmp_path)
+    assert d.verdict.culprit_ranks == ()
