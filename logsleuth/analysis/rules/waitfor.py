@@ -129,31 +129,33 @@ class WaitForSink(Rule):
             confidence *= 0.7  # one waiter against one culprit: either may have diverged
         how = culprits[0].where or state
         who = _names(culprits)
+        it = "it" if len(culprits) == 1 else "them"
+        arrived = "which never arrived" if len(culprits) == 1 else "not all of whom arrived"
         if state == "silent":
-            title = f"{who} left no evidence while {_names(waiter_nodes)} waited for it"
+            title = f"{who} left no evidence while {_names(waiter_nodes)} waited for {it}"
             lead = (
                 f"{who} said nothing: no log line, stack or dump. The ranks that spoke wait for "
                 "it, so it is the prime suspect, on the strength of its silence alone."
             )
         elif state == "unknown":
-            title = f"{_names(waiter_nodes)} waited for {who}, which never arrived ({how})"
+            title = f"{_names(waiter_nodes)} waited for {who}, {arrived} ({how})"
             lead = (
                 f"{who} left evidence, but none that it reached the point the others wait at "
                 f"({how})."
             )
         elif state == "exited":
-            title = f"{who} exited with status 0 while {_names(waiter_nodes)} still waited for it"
+            title = f"{who} exited with status 0 while {_names(waiter_nodes)} still waited for {it}"
             lead = f"{who} ended cleanly ({how}) before the collective the others were in."
         elif state == "dead":
-            title = f"{who} died ({how}); {_names(waiter_nodes)} waited for it"
+            title = f"{who} died ({how}); {_names(waiter_nodes)} waited for {it}"
             lead = f"{who} ended on its own account ({how})."
         else:
-            title = f"{who} is in {how} while {_names(waiter_nodes)} wait for it"
+            title = f"{who} is in {how} while {_names(waiter_nodes)} wait for {it}"
             lead = f"{who} is not inside communication: its main thread is in {how}."
         chain = _chain_text(graph, waiters[0]) if waiters else ""
         detail = (
             f"{lead} Following who waits for whom ends at {who}: "
-            f"{len(waiters)} process(es) wait for it"
+            f"{len(waiters)} process(es) wait for {it}"
             + (f" (wait chain: {chain})" if chain else "")
             + ". "
             + _victims_text(graph)
