@@ -41,7 +41,8 @@ MAX_EDGES = 8192
 
 PEER_GONE = re.compile(
     r"Connection closed by peer|Connection reset by peer|Broken pipe|remote process exited"
-    r"|Socket closed|peer closed|Failed to recv, got 0 bytes",
+    r"|Socket closed|peer closed|Failed to recv, got 0 bytes"
+    r"|Horovod has been shut down|one of the ranks finished execution",
     re.IGNORECASE,
 )
 """A rank that says this lost a peer: it was waiting for it, not the cause."""
@@ -446,9 +447,27 @@ def barrier_edges(index: EvidenceIndex, graph: Graph) -> None:
             )
 
 
+def _silent_peers(graph: Graph, waiters: list[str]) -> list[Node]:
+    """The ranks that left no evidence while others lost their peer: the ones that left.
+
+    Global ranks are dense (0..N-1), so a rank below the highest one seen exists even when
+    nothing of it is in the evidence. Silence names them only as a minority of the job.
+    """
+    ranks = [n.rank for n in graph.nodes.values() if n.rank is not None]
+    if not waiters or not ranks or max(ranks) >= MAX_WORLD:
+        return []
+    for rank in range(max(ranks)):
+        graph.nodes.setdefault(rank_id(rank), Node(rank, state="silent", where="left no evidence"))
+    silent = [n for n in graph.nodes.values() if n.state == "silent" and n.rank is not None]
+    total = sum(1 for n in graph.nodes.values() if n.rank is not None)
+    return silent if len(silent) * 2 < total else []
+
+
 def lost_peer_edges(graph: Graph, lost: dict[str, Event]) -> None:
     """A rank that lost a peer or timed out waited for the ranks that were gone by then."""
     gone = [n for n in graph.nodes.values() if n.state in ("exited", "dead") and n.rank is not None]
+    if not gone:
+        gone = _silent_peers(graph, [w for w in lost if graph.nodes[w].where.startswith("lost")])
     if len(gone) > MAX_FANOUT:
         return
     for waiter, event in lost.items():
@@ -461,7 +480,8 @@ def lost_peer_edges(graph: Graph, lost: dict[str, Event]) -> None:
             graph.add_edge(
                 waiter,
                 rank_id(other.rank or 0),
-                f"{how}; rank {other.rank} had {other.where}",
+                f"{how}; rank {other.rank} "
+                + (other.where if other.state == "silent" else f"had {other.where}"),
                 "launcher",
                 event,
             )

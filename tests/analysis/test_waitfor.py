@@ -296,3 +296,26 @@ def test_a_silent_minority_is_suspected_a_silent_majority_is_not(tmp_path: Path)
     (tmp_path / "job.log").write_text(WATCHDOG)
     d = _diagnose(tmp_path)
     assert d.verdict.culprit_ranks == ()
+
+
+def test_ranks_that_lost_their_peer_point_at_the_one_that_said_nothing(tmp_path: Path) -> None:
+    """Ranks 1-3 fail with "Connection closed by peer"; rank 0, below them, left nothing."""
+    lines = []
+    for r in (1, 2, 3):
+        lines += [
+            f"[rank{r}]: Traceback (most recent call last):\n",
+            f'[rank{r}]:   File "/job/train.py", line 40, in <module>\n',
+            f"[rank{r}]:     dist.all_reduce(grad)\n",
+            f"[rank{r}]: RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
+            "Connection closed by peer [10.0.0.1]:3421\n",
+        ]
+    (tmp_path / "job.log").write_text("".join(lines))
+    d = _diagnose(tmp_path)
+    assert (d.verdict.kind, d.verdict.culprit_ranks) == ("missing-collective", (0,))
+    assert d.verdict.summary == "rank 0 left no evidence while ranks 1-3 waited for it"
+    assert d.verdict.confidence < 0.6  # on the strength of its silence alone
+    graph = d.waitfor
+    assert graph is not None
+    assert dict(graph.victims)["rank 1"] == (
+        "lost its connection to a peer; rank 0 left no evidence"
+    )
