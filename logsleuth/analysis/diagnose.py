@@ -14,6 +14,7 @@ from logsleuth.analysis.rules.stacks import proc_stacks
 from logsleuth.analysis.stack_classify import classify_dump
 from logsleuth.analysis.stacks import build_stack_classes
 from logsleuth.analysis.topology import build_topology_views
+from logsleuth.analysis.waitfor import wait_for
 from logsleuth.model.base import Event, InputSummary
 from logsleuth.model.diagnosis import (
     SEVERITIES,
@@ -429,4 +430,5 @@ def diagnose(
         progress=build_progress(index),
         timeline=build_timeline(index),
         config=build_config(index),
+        waitfor=found.graph if (found := wait_for(index)) is not None else None,
     )

@@ -158,6 +158,8 @@ class EvidenceIndex:
     by_type: dict[type[Event], list[Event]] = field(default_factory=dict)
     truncated_sources: set[str] = field(default_factory=set)
     world_size: int | None = None
+    derived: dict[str, object] = field(default_factory=dict, repr=False, compare=False)
+    """Facts derived from the whole index once and shared by the rules (the wait-for graph)."""
     _by_rank: dict[int, Proc] | None = field(default=None, repr=False, compare=False)
     _by_rank_size: int = field(default=0, repr=False, compare=False)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from logsleuth.model.topology import TopologyView
+from logsleuth.model.waitfor import WaitFor
 
 SEVERITIES = ("info", "warning", "error", "critical")
 """Finding severities, least severe first."""
@@ -247,3 +248,5 @@ class Diagnosis:
     """First errors across processes, earliest first."""
     config: tuple[ConfigEntry, ...] = ()
     """Configuration seen across processes; keys whose value differs first."""
+    waitfor: WaitFor | None = None
+    """Who waits for whom and where the waiting ends; None when no process waits."""

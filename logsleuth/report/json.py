@@ -20,6 +20,7 @@ from logsleuth.model.diagnosis import (
 )
 from logsleuth.model.ranks import format_ranks
 from logsleuth.model.topology import TopologyView
+from logsleuth.model.waitfor import WaitFor
 
 SCHEMA = "logsleuth.diagnosis/1"
 GENERATOR = "logsleuth"
@@ -287,7 +288,7 @@ def build_json(d: Diagnosis) -> dict[str, object]:
     analysis gave them, which is deterministic and meaningful (most severe first); lists
     that are sets (ranks, hosts, pids) are sorted.
     """
-    return {
+    document: dict[str, object] = {
         "schema": SCHEMA,
         "generator": {"name": GENERATOR, "version": d.version},
         "verdict": _verdict(d.verdict),
@@ -301,6 +302,49 @@ def build_json(d: Diagnosis) -> dict[str, object]:
         "progress": [_progress(p) for p in d.progress],
         "timeline": [_first_error(e) for e in d.timeline],
         "config": [_config(c) for c in d.config],
+    }
+    # null where no process is known to wait for another (every key is always present).
+    document["waitfor"] = _waitfor(d.waitfor) if d.waitfor is not None else None
+    return document
+
+
+MAX_WAIT_EDGES = 64
+"""Edges listed in ``waitfor.edges``: those into the culprits first; ``edges_total`` counts all."""
+
+
+def _waitfor(w: WaitFor) -> dict[str, object]:
+    """Return the wait-for graph: every node, the edges that matter, culprits and victims."""
+    culprits = set(w.culprits)
+    in_cycle = {n for c in w.cycles for n in c}
+    relevant = [e for e in w.edges if e.waits_for in culprits or e.waiter in culprits]
+    relevant += [e for e in w.edges if e not in relevant and e.waits_for in in_cycle]
+    return {
+        "nodes": [
+            {
+                "id": n.id,
+                "rank": n.rank,
+                "host": n.host,
+                "pid": n.pid,
+                "state": n.state,
+                "where": n.where,
+            }
+            for n in w.nodes
+        ],
+        "edges": [
+            {
+                "waiter": e.waiter,
+                "waits_for": e.waits_for,
+                "reason": e.reason,
+                "source": e.source,
+                "evidence": _evidence(e.evidence) if e.evidence is not None else None,
+            }
+            for e in relevant[:MAX_WAIT_EDGES]
+        ],
+        "edges_total": len(w.edges),
+        "culprits": list(w.culprits),
+        "victims": [{"node": node, "reason": reason} for node, reason in w.victims],
+        "cycles": [list(c) for c in w.cycles],
+        "resolution": w.resolution,
     }
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from logsleuth.model import diagnosis as d
 from logsleuth.model import topology as t
+from logsleuth.model import waitfor as w
 from logsleuth.report.json import GENERATOR, SCHEMA
 
 SCHEMA_ID = "https://logsleuth.invalid/schema/diagnosis-1.json"
@@ -85,6 +86,16 @@ _SHAPES: dict[tuple[type, str], JSONSchema] = {
         },
     },
     (t.TopoHost, "ranks"): _RANKS_TEXT,
+    (w.WaitFor, "victims"): {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {"node": _STRING, "reason": _STRING},
+            "required": ["node", "reason"],
+            "additionalProperties": False,
+        },
+        "description": "Processes that only waited: the node and the edge that makes it a victim.",
+    },
     (d.Verdict, "kind"): {"enum": list(d.KINDS)},
     (d.Finding, "kind"): {"enum": list(d.KINDS)},
     (d.Finding, "severity"): {"enum": list(d.SEVERITIES)},
@@ -95,12 +106,19 @@ _RENAMED: dict[tuple[type, str], str] = {(d.CommProgress, "id"): "communicator"}
 """Fields the JSON names differently."""
 
 _DROPPED: dict[type, frozenset[str]] = {
+    w.WaitNode: frozenset({"category"}),
     t.TopoRank: frozenset({"nics", "network"}),
     d.Diagnosis: frozenset({"version", "topology", "stack_classes"}),
 }
 """Fields the JSON leaves out (the diagnosis's are placed elsewhere, see :func:`build_schema`)."""
 
 _ADDED: dict[type, dict[str, JSONSchema]] = {
+    w.WaitFor: {
+        "edges_total": {
+            **_INT,
+            "description": "Every edge of the graph; ``edges`` lists those into the culprits first.",
+        }
+    },
     d.JobView: {
         "nccl_version_hosts": _mapping(
             {"type": "array", "items": _STRING}, "NCCL version -> the hosts that logged it."
@@ -169,7 +187,9 @@ def _type_schema(hint: Any) -> JSONSchema:
 
 def _object(cls: type) -> JSONSchema:
     """Return the closed object schema of a dataclass as the JSON writes it."""
-    hints = typing.get_type_hints(cls)
+    # Model modules that import each other only for type checking resolve in the diagnosis
+    # module's namespace, where every model value the diagnosis carries is named.
+    hints = typing.get_type_hints(cls, localns=vars(d))
     docs = _field_docs(cls)
     dropped = _DROPPED.get(cls, frozenset())
     properties: dict[str, JSONSchema] = {}
@@ -201,7 +221,7 @@ def _definitions(root: type) -> dict[str, JSONSchema]:
             continue
         schema = _object(cls)
         found[cls.__name__] = schema
-        for hint in typing.get_type_hints(cls).values():
+        for hint in typing.get_type_hints(cls, localns=vars(d)).values():
             pending.extend(_dataclasses_in(hint))
         for extra in _ADDED.get(cls, {}).values():
             for option in extra.get("anyOf", []):

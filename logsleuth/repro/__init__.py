@@ -84,6 +84,36 @@ SCENARIOS: tuple[Scenario, ...] = (
         "init-stall",
         True,
     ),
+    Scenario(
+        "skip-last-collective",
+        "the culprit leaves out the final barrier and exits 0; the others lose their peer",
+        "missing-collective",
+        False,
+    ),
+    Scenario(
+        "subgroup-barrier-skip",
+        "the culprit skips one barrier of its new_group pair and goes on to the all_reduce",
+        "missing-collective",
+        True,
+    ),
+    Scenario(
+        "size-mismatch-detail",
+        "the culprit all_reduces twice as many elements, under TORCH_DISTRIBUTED_DEBUG=DETAIL",
+        "collective-mismatch",
+        False,
+    ),
+    Scenario(
+        "eval-stall",
+        "the culprit runs a long evaluation while the others wait in the next all_reduce",
+        "non-collective-stall",
+        True,
+    ),
+    Scenario(
+        "init-barrier-slow",
+        "the culprit's set-up outlasts the store-based barrier of init_process_group",
+        "init-stall",
+        False,
+    ),
 )
 
 

@@ -19,7 +19,8 @@ LIVE = Path(__file__).resolve().parents[2] / "fixtures" / "real" / "live"
     ("bundle", "kind", "code", "culprits"),
     [
         ("skip-collective", "missing-collective", "LS107", (1,)),
-        ("order-mismatch", "missing-collective", "LS107", (1,)),
+        # broadcast where the others all_reduce, at the same point: an order mismatch (#14)
+        ("order-mismatch", "collective-mismatch", "LS107", (1,)),
         ("early-exit", "process-died", "LS204", (1,)),
         ("init-never", "init-stall", "LS105", (3,)),
         ("size-mismatch", "collective-mismatch", "LS108", ()),

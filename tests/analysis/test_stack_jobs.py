@@ -59,7 +59,7 @@ class Case:
 CASES = (
     Case("dataloader_stall", 2, "non-collective-stall", "dataloader_stall.py:37", "step 2 done"),
     Case("skip_collective", 1, "missing-collective", "finish", "skips the all_reduce"),
-    Case("order_mismatch", 1, "missing-collective", "order_mismatch.py:20", "broadcast before"),
+    Case("order_mismatch", 1, "collective-mismatch", "order_mismatch.py:20", "broadcast before"),
     Case("init_never", 3, "init-stall", "init_never.py", "preparing data"),
 )
 

@@ -39,7 +39,14 @@ CONTRACT_FINDING = {
 def test_top_level_keys_follow_the_contract() -> None:
     data = build_json(missing_collective())
     assert set(data) >= CONTRACT_TOP
-    assert set(data) - CONTRACT_TOP == {"ranks", "gaps", "progress", "timeline", "config"}
+    assert set(data) - CONTRACT_TOP == {
+        "ranks",
+        "gaps",
+        "progress",
+        "timeline",
+        "config",
+        "waitfor",
+    }
     assert data["schema"] == "logsleuth.diagnosis/1"
     assert data["generator"] == {"name": "logsleuth", "version": "0.1.0"}
 

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from logsleuth.analysis.correlate import own_deaths, pg_links
 from logsleuth.analysis.index import CommState, EvidenceIndex, OpRecord, Stream
 from logsleuth.analysis.rules.base import Rule, culprits, describe, evidence_of, message_text
+from logsleuth.analysis.waitfor import global_rank
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.ranks import absent_ranks, format_ranks
@@ -255,6 +256,74 @@ class CollectiveMismatch(Rule):
             if finding is not None:
                 yield finding
         yield from self._check_fingerprints(index)
+        yield from self._check_watchdog(index)
+
+    def _check_watchdog(self, index: EvidenceIndex) -> Iterable[Finding]:
+        """Compare what the ranks' watchdogs say they were running at one SeqNum.
+
+        Every rank that timed out prints its work (``SeqNum``, ``OpType``, ``NumelIn``,
+        ``NumelOut``); ranks of one process group at one SeqNum must agree. The first SeqNum
+        where they do not is a mismatch, and the ranks outside the majority are the odd ones.
+        """
+        timeouts = [e for e in index.torch if isinstance(e, WatchdogTimeout)]
+        by_seq: dict[tuple[str | None, int], dict[int, WatchdogTimeout]] = defaultdict(dict)
+        for e in timeouts:
+            rank = global_rank(e, e.rank, e.pg)
+            if rank is not None:
+                by_seq[(e.pg, e.seq)].setdefault(rank, e)
+        for (pg, seq), per_rank in sorted(by_seq.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+            groups: dict[tuple[str, int | None, int | None], list[int]] = defaultdict(list)
+            for rank, e in sorted(per_rank.items()):
+                groups[(e.op_type, e.numel_in, e.numel_out)].append(rank)
+            if len(groups) < 2:
+                continue
+            ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), min(kv[1])))
+            (ref_sig, reference), (bad_sig, _) = ordered[0], ordered[1]
+            odd = sorted(r for _, ranks in ordered[1:] for r in ranks)
+            tie = len(ordered[1][1]) == len(reference)
+            what = (
+                f"{bad_sig[0]} versus {ref_sig[0]}"
+                if bad_sig[0] != ref_sig[0]
+                else f"NumelIn/NumelOut {bad_sig[1]}/{bad_sig[2]} versus {ref_sig[1]}/{ref_sig[2]}"
+            )
+            hosts: list[str] = []
+            pids: list[int] = []
+            for rank in odd:
+                proc = index.proc_of_rank(rank)
+                if proc is not None and proc.host:
+                    hosts.append(proc.host)
+                if proc is not None and proc.pid is not None:
+                    pids.append(proc.pid)
+            yield self.finding(
+                severity="critical",
+                title=(
+                    f"rank(s) {_fmt(odd)} ran a different collective at SeqNum {seq} ({what}) "
+                    f"than rank(s) {_fmt(reference)}"
+                ),
+                detail=(
+                    f"The watchdogs of {len(per_rank)} rank(s) timed out at SeqNum {seq}"
+                    + (f" of process group {pg}" if pg else "")
+                    + f"; rank(s) {_fmt(reference)} were in {ref_sig[0]} with NumelIn/NumelOut "
+                    f"{ref_sig[1]}/{ref_sig[2]} and rank(s) {_fmt(odd)} in {bad_sig[0]} with "
+                    f"{bad_sig[1]}/{bad_sig[2]}. Ranks at one position must run the same "
+                    "collective with the same sizes; the odd one out is the culprit."
+                    + (
+                        " The sides are equally large: which one diverged is uncertain."
+                        if tie
+                        else ""
+                    )
+                ),
+                events=[per_rank[r] for r in (*odd, *reference)],
+                ranks=odd,
+                hosts=hosts,
+                pids=pids,
+                confidence=0.45 if tie else 0.8,
+                next_steps=(
+                    f"Compare the call sites of rank(s) {_fmt(odd)} with the others' at that step "
+                    "(the tensor shapes, the order of the collectives).",
+                ),
+            )
+            return
 
     def _check_comm(self, index: EvidenceIndex, state: CommState) -> Finding | None:
         if state.static_op_count():
@@ -351,35 +420,93 @@ class CollectiveMismatch(Rule):
         return (reference, odd) if lowest(reference) <= lowest(odd) else (odd, reference)
 
     def _check_fingerprints(self, index: EvidenceIndex) -> Iterable[Finding]:
+        """Name the odd one out of the DETAIL fingerprints by majority, not by the first pair.
+
+        Every rank that sees a difference prints its own fingerprint and the first other
+        rank's that differs, so a culprit appears in most messages and each victim in one.
+        Each rank's fingerprint (op, shape, dtype) is taken from what it said itself, else
+        from what others quoted of it; at the first sequence number where they differ, the
+        ranks whose fingerprint is not the majority's are the culprits.
+        """
         prints = [e for e in index.torch if isinstance(e, CollectiveFingerprint)]
         if not prints:
             return
-        votes: dict[int, str] = {}
+        own: dict[tuple[int | None, int], tuple[str | None, str | None, str | None]] = {}
+        quoted: dict[tuple[int | None, int], tuple[str | None, str | None, str | None]] = {}
         for e in prints:
-            if e.rank is not None and e.op_type:
-                votes[e.rank] = e.op_type
-            if e.other_rank is not None and e.other_op_type:
-                votes[e.other_rank] = e.other_op_type
-        counts: dict[str, list[int]] = defaultdict(list)
-        for rank, op in votes.items():
-            counts[op].append(rank)
-        if len(counts) < 2:
-            odd_ranks = sorted({e.other_rank for e in prints if e.other_rank is not None})
-        else:
-            ordered = sorted(counts.items(), key=lambda kv: (-len(kv[1]), min(kv[1])))
-            odd_ranks = sorted(r for _, ranks in ordered[1:] for r in ranks)
+            if e.rank is not None:
+                own[(e.seq, e.rank)] = (e.op_type, e.shape, e.dtype)
+            if e.other_rank is not None:
+                quoted.setdefault(
+                    (e.seq, e.other_rank), (e.other_op_type, e.other_shape, e.other_dtype)
+                )
+        prints_of = {**quoted, **own}
+        seqs = sorted({seq for seq, _ in prints_of}, key=lambda s: (s is None, s or 0))
+        seq = seqs[0]
+        votes = {rank: sig for (s, rank), sig in prints_of.items() if s == seq}
+        groups: dict[tuple[str | None, str | None, str | None], list[int]] = defaultdict(list)
+        for rank, sig in sorted(votes.items()):
+            groups[sig].append(rank)
+        ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), min(kv[1])))
+        tie = len(ordered) > 1 and len(ordered[0][1]) == len(ordered[1][1])
         first = prints[0]
+        if len(ordered) < 2:
+            odd_ranks = sorted({e.other_rank for e in prints if e.other_rank is not None})
+            reference: list[int] = []
+            what = "their collectives"
+        else:
+            reference = ordered[0][1]
+            odd_ranks = sorted(r for _, ranks in ordered[1:] for r in ranks)
+            (ref_op, ref_shape, ref_dtype), (bad_op, bad_shape, bad_dtype) = (
+                ordered[0][0],
+                ordered[1][0],
+            )
+            if ref_op != bad_op:
+                what = f"the operation ({bad_op} versus {ref_op})"
+            elif ref_shape != bad_shape:
+                what = f"the tensor shape ({bad_shape} versus {ref_shape})"
+            else:
+                what = f"the data type ({bad_dtype} versus {ref_dtype})"
+        hosts: list[str] = []
+        pids: list[int] = []
+        for rank in odd_ranks:
+            proc = index.proc_of_rank(rank)
+            if proc is not None and proc.host:
+                hosts.append(proc.host)
+            if proc is not None and proc.pid is not None:
+                pids.append(proc.pid)
+        if reference:
+            detail = (
+                f"TORCH_DISTRIBUTED_DEBUG=DETAIL compared the collectives of {len(votes)} rank(s) "
+                f"at sequence number {seq}: rank(s) {_fmt(reference)} agree and rank(s) "
+                f"{_fmt(odd_ranks)} differ in {what}. The odd one out is the culprit; the others "
+                "only reported the difference."
+            )
+            if tie:
+                detail += " The sides are equally large, so which one diverged is uncertain."
+        else:
+            detail = (
+                f"TORCH_DISTRIBUTED_DEBUG=DETAIL reported {first.op_type} on rank {first.rank} "
+                f"versus {first.other_op_type} on rank {first.other_rank} at sequence {first.seq}."
+            )
         yield self.finding(
             severity="critical",
-            title=f"PyTorch detected mismatched collectives (ranks {', '.join(map(str, odd_ranks))} differ)",
-            detail=(
-                f"TORCH_DISTRIBUTED_DEBUG=DETAIL reported {first.op_type} on rank {first.rank} versus "
-                f"{first.other_op_type} on rank {first.other_rank} at sequence {first.seq}."
+            title=(
+                f"rank(s) {_fmt(odd_ranks)} issued a different collective at sequence number {seq}"
+                + (f" ({what}) than rank(s) {_fmt(reference)}" if reference else "")
+                if odd_ranks
+                else "PyTorch detected mismatched collectives"
             ),
+            detail=detail,
             events=prints,
             ranks=odd_ranks,
-            confidence=0.9,
-            next_steps=("Compare the two call sites named in the report and make them agree.",),
+            hosts=hosts,
+            pids=pids,
+            confidence=(0.5 if tie else 0.9) if reference else 0.6,
+            next_steps=(
+                "Compare the call sites of the odd rank(s) with the others' and make them agree "
+                "(the shape passed to the collective, the order of the calls).",
+            ),
         )
 
 
@@ -415,18 +542,34 @@ class CollectiveTimeout(Rule):
         by_seq: dict[tuple[str | None, int, str], list[WatchdogTimeout]] = defaultdict(list)
         for e in timeouts:
             by_seq[(e.pg, e.seq, e.op_type)].append(e)
-        (_pg, seq, op_type), group = max(by_seq.items(), key=lambda kv: (len(kv[1]), kv[0][1]))
-        ranks = sorted({e.rank for e in group if e.rank is not None})
+        (pg, seq, op_type), group = max(
+            by_seq.items(), key=lambda kv: (len(kv[1]), kv[0][1], str(kv[0][0]))
+        )
+        # Global ranks only: ``[PG ID 11 PG GUID 119 Rank 1]`` is rank 1 of group 119.
+        ranks = sorted({r for e in group if (r := global_rank(e, e.rank, e.pg)) is not None})
+        # The timeout line often names no group ([Rank N] prefix): then every group's counts
+        # are taken, as before; a named group is compared only with itself.
+        mine = [p for p in progress if pg is None or p.pg is None or p.pg == pg]
         behind = sorted(
             {
-                p.rank
-                for p in progress
-                if p.rank is not None and p.last_enqueued is not None and p.last_enqueued < seq
+                r
+                for p in mine
+                if (r := global_rank(p, p.rank, p.pg)) is not None
+                and p.last_enqueued is not None
+                and p.last_enqueued < seq
             }
         )
-        inside = {p.rank for p in progress if p.rank is not None and (p.last_enqueued or 0) >= seq}
+        inside = {
+            r
+            for p in mine
+            if (r := global_rank(p, p.rank, p.pg)) is not None and (p.last_enqueued or 0) >= seq
+        }
         silent = self._silent_ranks(index, set(ranks) | inside)
         ranks = sorted(set(ranks) | inside)
+        if len(ranks) < 2 and not behind:
+            # One rank's line says that it waited, not why: never "every rank is inside".
+            yield self._one_side(index, group, progress, seq, op_type, ranks)
+            return
         if behind or silent:
             missing = sorted(set(behind) | set(silent))
             yield self._laggards(index, group, progress, missing, seq, op_type, ranks)
@@ -471,6 +614,45 @@ class CollectiveTimeout(Rule):
                 "Check dmesg for Xid/ECC errors and the IB ports (ibstat, ibv_devinfo) on the hosts involved.",
                 "Enable the flight recorder (TORCH_NCCL_TRACE_BUFFER_SIZE=2000, "
                 "TORCH_NCCL_DUMP_ON_TIMEOUT=1) to see which ranks completed which collectives.",
+            ),
+        )
+
+    def _one_side(
+        self,
+        index: EvidenceIndex,
+        group: list[WatchdogTimeout],
+        progress: list[WatchdogProgress],
+        seq: int,
+        op_type: str,
+        ranks: list[int],
+    ) -> Finding:
+        who = f"rank {ranks[0]}" if ranks else "one rank"
+        world = index.world_size
+        others = (
+            f"the other {world - 1} rank(s) left no line about it"
+            if world
+            else "no other rank's side is in the evidence"
+        )
+        return Finding(
+            code=self.code,
+            name=self.name,
+            kind="inconclusive",
+            severity="error",
+            title=f"{who} timed out waiting in {op_type} SeqNum {seq}; {others}",
+            detail=(
+                f"Only {who} reports the timeout of {op_type} (SeqNum {seq}). A timeout says that "
+                f"{who} waited, not why: it is the one that waited, not the culprit, and one "
+                "rank's line cannot show that every rank was inside the collective. The rank(s) "
+                "that did not arrive are among those whose logs are missing."
+            ),
+            confidence=0.3,
+            evidence=evidence_of([*group, *progress])[0],
+            evidence_total=len(group) + len(progress),
+            next_steps=(
+                "Collect the logs of every rank (the launcher's combined output, or each rank's "
+                "stderr): the rank(s) that reported no timeout, or enqueued less work, are the suspects.",
+                "Dump the stacks of all ranks while the job hangs (py-spy dump --pid PID), or "
+                "enable the flight recorder (TORCH_FR_BUFFER_SIZE=2000, TORCH_FR_DUMP_ON_TIMEOUT=1).",
             ),
         )
 

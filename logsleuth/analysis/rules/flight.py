@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from logsleuth.analysis.flight import FrIssue, match_dumps
 from logsleuth.analysis.index import EvidenceIndex
 from logsleuth.analysis.rules.base import Rule
+from logsleuth.analysis.waitfor import rank_id, wait_for
 from logsleuth.model.diagnosis import Evidence, Finding
 from logsleuth.model.flight import FlightRecorderDump, FrEntry
 from logsleuth.model.ranks import format_ranks
+from logsleuth.model.waitfor import WaitFor
 
 _KIND = {
     "missing": "missing-collective",
@@ -19,6 +22,24 @@ _KIND = {
     "dtype": "collective-mismatch",
 }
 _WORDS = {"type": "collective type", "size": "input sizes", "dtype": "data types"}
+
+
+def _as_victim(finding: Finding, graph: WaitFor) -> Finding:
+    """Demote a finding whose suspects the wait-for graph shows waiting for someone else.
+
+    A rank behind in one process group may be waiting in another (a barrier of its own
+    subgroup) for the real culprit: it is a victim, and the graph says whom it waits for.
+    """
+    ids = [rank_id(r) for r in finding.ranks]
+    victims = dict(graph.victims)
+    if not ids or any(i in graph.culprits or i not in victims for i in ids):
+        return finding
+    return replace(
+        finding,
+        severity="warning",
+        confidence=round(min(finding.confidence, 0.3), 2),
+        detail=f"{finding.detail} It waits itself, though: {ids[0]}, {victims[ids[0]]}.",
+    )
 
 
 def _quote(source_of: dict[int, str], pairs: Sequence[tuple[int, FrEntry]]) -> list[Evidence]:
@@ -54,8 +75,22 @@ class FlightRecorderMismatch(Rule):
         if len(dumps) < 2:
             return
         source_of = {d.rank: d.ref.source for d in dumps if d.rank is not None}
+        analysis = wait_for(index)
         for issue in match_dumps(dumps):
-            yield self._finding(index, issue, source_of)
+            if not issue.suspects:
+                continue
+            if (
+                issue.kind == "missing"
+                and not issue.suspect_entries
+                and issue.pg not in ("", "0")
+                and not any(g.ranks for d in dumps for g in d.groups if g.name == issue.pg)
+            ):
+                # A group whose members the dumps do not list (torch 2.13 lists only the
+                # default group's) holds the ranks that used it: a rank with no entry in it
+                # is not a member that stayed away.
+                continue
+            finding = self._finding(index, issue, source_of)
+            yield _as_victim(finding, analysis.graph) if analysis is not None else finding
 
     def _finding(self, index: EvidenceIndex, issue: FrIssue, source_of: dict[int, str]) -> Finding:
         suspects = format_ranks(issue.suspects)

@@ -24,6 +24,7 @@ from logsleuth.analysis.rules.process import LeftEarly, ProcessDied
 from logsleuth.analysis.rules.ras import RasMissingProcess
 from logsleuth.analysis.rules.stacks import CollectiveDivergence, InitStall, NonCollectiveStall
 from logsleuth.analysis.rules.topology import TOPOLOGY_RULES
+from logsleuth.analysis.rules.waitfor import WaitForSink
 from logsleuth.analysis.rules.watchdog import WatchdogStuck
 
 RULES: tuple[type[Rule], ...] = tuple(
@@ -56,6 +57,7 @@ RULES: tuple[type[Rule], ...] = tuple(
             WatchdogStuck,
             UnwaitedCollective,
             ConcurrentCommUse,
+            WaitForSink,
             *TOPOLOGY_RULES,
             *KNOWLEDGE_RULES,
             TopologyFileForced,

@@ -14,6 +14,9 @@ from logsleuth.model.diagnosis import Evidence, Finding, StackClass
 from logsleuth.model.ranks import format_ranks, parse_ranks
 from logsleuth.model.stacks import GDB, StackDump
 
+_NO_DATA = frozenset({"barrier", "monitored_barrier"})
+"""Collectives that carry no data."""
+
 STALLED = ("data-loading", "lock", "io", "sleep", "compute")
 """Categories in which a rank holds the others up when they wait in a collective."""
 
@@ -472,9 +475,18 @@ class CollectiveDivergence(Rule):
             for cls in classes:
                 who = _who(cls)
                 same_op = op == ref_op
-                kind = "collective-mismatch" if same_op else "missing-collective"
+                # A rank waiting in a barrier issued nothing that conflicts: it skipped the
+                # majority's collective and went on. One waiting in another data-carrying
+                # collective issued it in place of theirs: an order or type mismatch.
+                skipped = not same_op and op in _NO_DATA
+                kind = "missing-collective" if skipped else "collective-mismatch"
                 if same_op:
                     title = f"{who} wait(s) in {op} from {site} while {ref_count} rank(s) wait in {op} from {ref_site}"
+                elif not skipped:
+                    title = (
+                        f"{who} wait(s) in {op} at {site} where {ref_count} rank(s) wait in "
+                        f"{ref_op} at {ref_site}: different collectives at the same point"
+                    )
                 else:
                     title = f"{who} never entered {ref_op} at {ref_site} that {ref_count} rank(s) wait in; it waits in {op} at {site}"
                 detail = (
