@@ -80,11 +80,8 @@ _NOTES: ContextVar[list[str] | None] = ContextVar("_NOTES", default=None)
 """Data-gap notes of the input being read (a damaged .gz, a budget overrun), one line each."""
 
 
-_WIDE_NUMBER = re.compile(r"[0-9a-fA-F]{21,}")
-"""A digit run wider than any 64-bit number in decimal (20) or hex (16) digits."""
-_WIDE: ContextVar[list[bool] | None] = ContextVar("_WIDE", default=None)
-"""Set when the input being read holds such a run: its events are then checked."""
 _INT_LIMIT = 1 << 64
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def _too_wide(value: object, depth: int = 0) -> bool:
@@ -101,7 +98,10 @@ def _drop_wide_numbers(result: InputResult) -> InputResult:
     kept: list[Event] = []
     dropped: set[int] = set()
     for event in result.events:
-        if any(_too_wide(getattr(event, f.name)) for f in fields(event)):
+        names = _FIELD_NAMES.get(type(event))
+        if names is None:
+            names = _FIELD_NAMES[type(event)] = tuple(f.name for f in fields(event))
+        if any(_too_wide(getattr(event, name)) for name in names):
             dropped.add(event.ref.line)
         else:
             kept.append(event)
@@ -231,9 +231,6 @@ def _decoded_chunks(source: InputSource) -> Iterator[str]:
         stack.callback(chunks.close)
         for chunk in chunks:
             text = decoder.decode(chunk)
-            wide = _WIDE.get()
-            if wide is not None and not wide and _WIDE_NUMBER.search(text):
-                wide.append(True)
             if cr_only is None and text:
                 cr_only = "\n" not in text and "\r" in text
             if cr_only:
@@ -458,12 +455,10 @@ def read_input(
             budget); :class:`InputReadError` when reading it raised an unexpected exception.
     """
     notes: list[str] = []
-    wide: list[bool] = []
-    token, wide_token = _NOTES.set(notes), _WIDE.set(wide)
+    token = _NOTES.set(notes)
     try:
-        result = _read_checked(source, keep_ops, audit)
-        if wide:
-            result = _drop_wide_numbers(result)
+        # Checked on the events, which are few (COLL lines are compacted), not on the text.
+        result = _drop_wide_numbers(_read_checked(source, keep_ops, audit))
     except InputError:
         raise
     except MemoryError as exc:
@@ -479,7 +474,6 @@ def read_input(
         ) from exc
     finally:
         _NOTES.reset(token)
-        _WIDE.reset(wide_token)
     if notes and result.summary.error is None:
         summary = replace(result.summary, error="; ".join(notes))
         result = replace(result, summary=summary)
