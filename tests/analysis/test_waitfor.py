@@ -74,12 +74,8 @@ def test_subgroup_barrier_skip_names_the_rank_that_skipped_not_its_partner() -> 
     assert [f.severity for f in behind] == ["warning"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="LS204 (rules/process.py) takes rank 1's gloo timeout (exit code 1) for a death of "
-    "its own and outranks LS120 by kind precedence",
-)
 def test_subgroup_barrier_skip_verdict_kind() -> None:
+    # LS204 no longer takes rank 1's own gloo timeout (exit code 1) for a death.
     assert _diagnose(LIVE / "subgroup-barrier-skip").verdict.kind == "missing-collective"
 
 

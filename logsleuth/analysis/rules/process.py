@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from logsleuth import knowledge
 from logsleuth.analysis.correlate import first_errors, peer_warns
 from logsleuth.analysis.index import EvidenceIndex
 from logsleuth.analysis.rules.base import Rule, culprits, describe
@@ -93,7 +94,13 @@ class ProcessDied(Rule):
         tracebacks = [
             e for e in index.torch if isinstance(e, PythonTraceback) and e.rank is not None
         ]
-        tracebacks = [t for t in tracebacks if not _benign_exception(t.exc_type, t.exc_message)]
+        # A traceback cut before its exception line shows where a rank was, not that it
+        # failed on its own: it names no cause.
+        tracebacks = [
+            t
+            for t in tracebacks
+            if t.exc_type is not None and not _benign_exception(t.exc_type, t.exc_message)
+        ]
         failures = [f for f in index.failures if f.exitcode not in (None, 0)]
         if not tracebacks and not failures:
             return
@@ -137,6 +144,15 @@ class ProcessDied(Rule):
             e.origin.rank if e.origin.rank is not None else e.rank
             for e in index.torch
             if isinstance(e, WatchdogTimeout | WatchdogError)
+        }
+        # So was a rank whose own traceback says it only waited or lost its peer (a gloo
+        # timeout, a closed connection): its non-zero exit is the aftermath, not a death.
+        reported |= {
+            t.rank
+            for t in index.torch
+            if isinstance(t, PythonTraceback)
+            and t.rank is not None
+            and _benign_exception(t.exc_type or "Error", t.exc_message)
         }
         aftermath = [f for f in failures if f.rank in reported or f.signal == "SIGTERM"]
         gone = {id(f) for f in aftermath}
@@ -227,12 +243,22 @@ _PEER_GONE = re.compile(
 
 
 def _benign_exception(exc_type: str | None, message: str | None = None) -> bool:
-    """Return True for exceptions that report a failure elsewhere rather than cause one."""
+    """Return True for exceptions that report a failure elsewhere rather than cause one.
+
+    Besides the exception types and texts every framework uses for that, a message the
+    knowledge base reads as what a victim sees (Horovod's "has been shut down", a peer's
+    closed connection) is a consequence too.
+    """
     if not exc_type:
         return False
     if exc_type.rsplit(".", 1)[-1] in _CONSEQUENCE_TYPES:
         return True
-    return bool(message and _CONSEQUENCE_TEXT.search(message))
+    if not message:
+        return False
+    if _CONSEQUENCE_TEXT.search(message):
+        return True
+    hit = knowledge.lookup(message)
+    return hit is not None and hit.entry.role in ("symptom", "benign")
 
 
 class LeftEarly(Rule):
