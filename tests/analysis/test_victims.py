@@ -1,0 +1,59 @@
+"""Victims are not culprits: what a waiting rank prints points away from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from logsleuth.api import analyze
+
+WATCHDOG = (
+    "[rank{r}]:[E1121 16:20:50.421164592 ProcessGroupNCCL.cpp:629] [Rank {r}] Watchdog caught "
+    "collective operation timeout: WorkNCCL(SeqNum=1234, OpType=ALLREDUCE, NumelIn=1048576, "
+    "NumelOut=1048576, Timeout(ms)=600000) ran for 600081 milliseconds before timing out.\n"
+)
+
+HOROVOD_VICTIM = """\
+[1,3]<stderr>:Traceback (most recent call last):
+[1,3]<stderr>:  File "train.py", line 12, in <module>
+[1,3]<stderr>:    hvd.allreduce(t)
+[1,3]<stderr>:tensorflow.python.framework.errors_impl.UnknownError: Horovod has been shut down. This was caused by an exception on one of the ranks or an attempt to allreduce, allgather or broadcast a tensor after one of the ranks finished execution. If the shutdown was caused by an exception, you should see the exception in the log before the first shutdown message.
+"""
+
+CUT_TRACEBACK = """\
+[rank2]:Traceback (most recent call last):
+[rank2]:  File "train.py", line 40, in <module>
+[rank2]:    main()
+[rank2]:  File "train.py", line 31, in main
+"""
+
+
+def _verdict(tmp_path: Path, text: str) -> tuple[str, tuple[int, ...]]:
+    log = tmp_path / "job.log"
+    log.write_text(text, encoding="utf-8")
+    v = analyze([str(log)]).diagnosis.verdict
+    return v.kind, v.culprit_ranks
+
+
+def test_when_every_rank_but_rank_0_times_out_rank_0_is_the_suspect(tmp_path: Path) -> None:
+    text = "".join(WATCHDOG.format(r=r) for r in (1, 2, 3))
+    kind, ranks = _verdict(tmp_path, text)
+    assert (kind, ranks) == ("missing-collective", (0,))
+
+
+def test_a_gap_in_the_middle_of_the_reporting_ranks_implies_nobody(tmp_path: Path) -> None:
+    text = "".join(WATCHDOG.format(r=r) for r in (2, 3))
+    kind, ranks = _verdict(tmp_path, text)
+    assert 0 not in ranks and 1 not in ranks
+    assert kind == "collective-timeout"
+
+
+def test_a_rank_that_saw_horovod_shut_down_is_a_victim(tmp_path: Path) -> None:
+    kind, ranks = _verdict(tmp_path, HOROVOD_VICTIM)
+    assert 3 not in ranks
+    assert kind in ("process-died", "missing-collective", "inconclusive")
+
+
+def test_a_traceback_cut_before_its_exception_names_no_cause(tmp_path: Path) -> None:
+    kind, ranks = _verdict(tmp_path, CUT_TRACEBACK)
+    assert ranks == ()
+    assert kind == "inconclusive"
