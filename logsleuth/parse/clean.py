@@ -125,6 +125,7 @@ _LINE_START = re.compile(
     r"|\[[EWIFC]\d{4} \d\d:\d\d:\d\d|\[[EWIF] [\w.]+:\d+\] "  # c10 logging
     r"|(?<![\w.])[EWIF]\d{4} \d\d:\d\d:\d\d\.\d+ "  # glog
     r"|Traceback \(most recent call last\)"
+    r"|\[Rank \d+\] (?=Watchdog|Exception|Process group|Heartbeat|Timeout|Received)"  # c10 message tag
     r"|\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d"
     r"|(?<!\d)\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"
     r"|\bThread 0x[0-9a-fA-F]+ \(|\bProcess \d+: "  # py-spy, faulthandler

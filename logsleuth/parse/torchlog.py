@@ -527,6 +527,8 @@ _RANK_TAG = re.compile(r"\[Rank (\d{1,6})\]")
 def _wraps_a_line(payload: Payload) -> bool:
     """Return True when an unknown message is itself a line (``[E ...]``, a summary rule)."""
     message = str(payload.fields.get("message", "")).strip()
+    if message.startswith("[Rank "):
+        return False  # the c10 record's own message tag, not another line
     if next(line_starts(" " + message), -1) == 1:
         return True
     inner = parse_torch_record(message)

@@ -150,7 +150,8 @@ def test_one_watchdog_line_blames_nobody_and_is_not_a_network_verdict(tmp_path: 
     assert 3 not in d.verdict.culprit_ranks
     assert not [f for f in d.findings if f.kind == "collective-timeout"]
     (finding,) = [f for f in d.findings if f.code == "LS103"]
-    assert (finding.kind, finding.ranks) == ("inconclusive", ())
+    # Somebody did not complete the other side; one line cannot say who.
+    assert (finding.kind, finding.ranks) == ("missing-collective", ())
     assert finding.title == (
         "rank 3 timed out waiting in ALLREDUCE SeqNum 1234; no other rank's side is in the evidence"
     )

@@ -633,10 +633,13 @@ class CollectiveTimeout(Rule):
             if world
             else "no other rank's side is in the evidence"
         )
+        # What one side shows: a rank waited and somebody did not complete the other side.
+        # Most often that rank never entered the collective (missing-collective); the culprit
+        # stays unnamed, and the confidence says how little one line proves.
         return Finding(
             code=self.code,
             name=self.name,
-            kind="inconclusive",
+            kind="missing-collective",
             severity="error",
             title=f"{who} timed out waiting in {op_type} SeqNum {seq}; {others}",
             detail=(
