@@ -15,6 +15,7 @@ from logsleuth.analysis.rules.config import NcclEnvMismatch, NcclVersionMismatch
 from logsleuth.analysis.rules.flight import FlightRecorderMismatch
 from logsleuth.analysis.rules.gloo import GlooSizeSender
 from logsleuth.analysis.rules.gpu import CudaError, DuplicateGpu, ShmExhausted
+from logsleuth.analysis.rules.horovod import HorovodStall
 from logsleuth.analysis.rules.inconclusive import Inconclusive, Unproven
 from logsleuth.analysis.rules.init import InitNeverReached
 from logsleuth.analysis.rules.job import JobExitStatus
@@ -31,6 +32,7 @@ RULES: tuple[type[Rule], ...] = tuple(
     sorted(
         (
             Inconclusive,
+            HorovodStall,
             Unproven,
             MissingCollective,
             CollectiveMismatch,
