@@ -5,7 +5,7 @@ exception line or a lone stack in ``ncclCommAbort`` show no failure and prove no
 is healthy only when the evidence shows completion or progress:
 
 * completion: a process destroyed (or finalized) every communicator it created; torchrun
-  reported the worker group finished; a benchmark printed its closing summary (nccl-tests'
+  reported the worker group finished; a job run by ``logsleuth live`` exited 0 by itself; a benchmark printed its closing summary (nccl-tests'
   ``Avg bus bandwidth``); PyTorch's process-group destructor ran at program exit;
 * progress: repeated stack snapshots of a process differ; a benchmark printed result rows
   with no wrong values.
@@ -64,6 +64,8 @@ class HealthProof:
     streams: frozenset[Stream]
     """The processes it covers; empty for a proof that names none (see the module doc)."""
     sources: frozenset[str]
+    everyone: bool = False
+    """It covers every process of the job (the job as a whole exited 0)."""
 
 
 def _message(event: Event) -> str:
@@ -90,6 +92,21 @@ def health_proofs(index: EvidenceIndex) -> list[HealthProof]:
                     frozenset(e.ref.source for e in ends),
                 )
             )
+    ended = [
+        m
+        for m in index.manifests
+        if m.outcome == "finished" and m.exit_status == 0 and m.exit_signal is None
+    ]
+    if ended:
+        proofs.append(
+            HealthProof(
+                "the job ended by itself with exit status 0 (logsleuth live)",
+                tuple(ended[:1]),
+                frozenset(),
+                frozenset(),
+                everyone=True,
+            )
+        )
     finished = [e for e in index.all_of(LauncherEvent) if e.action == "finished"]
     if finished:
         proofs.append(
@@ -145,6 +162,8 @@ def unproven_streams(index: EvidenceIndex, proofs: list[HealthProof]) -> list[St
     ]
     if not proofs:
         return streams
+    if any(p.everyone for p in proofs):
+        return []
     covered: set[Stream] = set()
     for proof in proofs:
         covered |= proof.streams

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 
+from logsleuth.parse.clean import strip_prefixes
 from logsleuth.resources import grammar_path
 
 CATALOG_FILES = (
@@ -153,6 +154,7 @@ class _Compiled:
     entry: CatalogEntry
     words: frozenset[str]
     source: str
+    order: int = 0
     regex: re.Pattern[str] | None = None
 
     def pattern(self) -> re.Pattern[str]:
@@ -181,7 +183,10 @@ class Catalog:
 
     def __init__(self, entries: list[tuple[CatalogEntry, str]]) -> None:
         self.entries: tuple[CatalogEntry, ...] = tuple(e for e, _ in entries)
-        compiled = [_Compiled(entry, _index_words(source), source) for entry, source in entries]
+        compiled = [
+            _Compiled(entry, _index_words(source), source, order)
+            for order, (entry, source) in enumerate(entries)
+        ]
         frequency: dict[str, int] = defaultdict(int)
         for item in compiled:
             for word in item.words:
@@ -215,9 +220,11 @@ class Catalog:
         candidates = self.candidates(text)
         prefix = self._best(text, [c for c in candidates if c.entry.level == PREFIX])
         if prefix is not None and depth < _PREFIX_DEPTH and prefix.end > prefix.start:
-            inner = self.match(text[prefix.end :], depth + 1)
+            # What follows the prefix may carry a launcher's prefix of its own (Ray, torchrun).
+            rest = strip_prefixes(text[prefix.end :])[0]
+            inner = self.match(rest, depth + 1)
             if inner is not None:  # a message after the prefix, or the innermost prefix
-                shift = prefix.end
+                shift = len(text) - len(rest) if text.endswith(rest) else prefix.end
                 return CatalogMatch(
                     inner.entry, inner.start + shift, inner.fields, inner.whole, inner.end + shift
                 )
@@ -239,13 +246,15 @@ class Catalog:
 
     def _best(self, text: str, candidates: list[_Compiled]) -> CatalogMatch | None:
         best: CatalogMatch | None = None
-        best_key: tuple[int, int, int] | None = None
+        # Among equally specific matches the first in catalog order wins, whatever order the
+        # candidates came in (they come from a set of words: its order varies per process).
+        best_key: tuple[int, int, int, int] | None = None
         for item in candidates:
             entry = item.entry
             found = item.pattern().search(text)
             if found is not None:
                 match = CatalogMatch(entry, found.start(), found.groups(), True, found.end())
-                key = (1, entry.literal, -found.start())
+                key = (1, entry.literal, -found.start(), -item.order)
             else:
                 at = _folded_find(text, entry.anchor) if len(entry.anchor) >= MIN_ANCHOR else -1
                 size = len(entry.anchor)
@@ -254,7 +263,7 @@ class Catalog:
                 if at < 0:
                     continue
                 match = CatalogMatch(entry, at, (), False, at + size)
-                key = (0, size, -at)
+                key = (0, size, -at, -item.order)
             if best_key is None or key > best_key:
                 best, best_key = match, key
         return best
@@ -273,13 +282,21 @@ def _index_words(source: str) -> frozenset[str]:
     """
     if not source.startswith("re:"):
         return frozenset(_WORD.findall(source))
-    body = re.sub(r"\\.|\[[^\]]*\]|\{[^}]*\}", " ", source[3:])
+    # Escapes, classes and repeats are cut out; a word touching a cut is only part of a word.
+    # (\b is a word boundary: the word beside it is whole.)
+    body = re.sub(r"\\.|\[[^\]]*\]|\{[^}]*\}", "\x00", source[3:].replace("\\b", " "))
     while True:  # groups may be optional or alternatives: no word inside one is required
-        stripped = re.sub(r"\([^()]*\)", " ", body)
+        stripped = re.sub(r"\([^()]*\)", "\x00", body)
         if stripped == body:
             break
         body = stripped
-    words = [w for w in _WORD.findall(body) if re.fullmatch(r"[A-Za-z0-9_]+", w)]
+    words = [
+        m.group()
+        for m in _WORD.finditer(body)
+        if re.fullmatch(r"[A-Za-z0-9_]+", m.group())
+        and body[m.start() - 1 : m.start()] != "\x00"
+        and body[m.end() : m.end() + 1] not in ("\x00", "?", "*")
+    ]
     return frozenset(words[:1]) if words else frozenset()
 
 

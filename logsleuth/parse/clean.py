@@ -108,7 +108,9 @@ def detect_wrap(sample: Sequence[str]) -> int | None:
         and _start_shape(sample[i + 1]) != _start_shape(sample[i])
         and not begins_line(sample[i + 1])
     )
-    return width if fresh * 3 >= len(cut) * 2 else None
+    # A line of exactly twice the width ends in a full piece too, before a line of its own:
+    # half the cuts continuing is enough.
+    return width if fresh >= 2 and fresh * 2 >= len(cut) else None
 
 
 def _start_shape(line: str) -> str:
@@ -128,8 +130,9 @@ _LINE_START = re.compile(
     r"|\[Rank \d+\] (?=Watchdog|Exception|Process group|Heartbeat|Timeout|Received)"  # c10 message tag
     r"|\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d"
     r"|(?<!\d)\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"
-    r"|\bThread 0x[0-9a-fA-F]+ \(|\bProcess \d+: "  # py-spy, faulthandler
-    r"|#\d+ +0x[0-9a-fA-F]+ in "  # gdb frame
+    r"|\bThread (?:0x[0-9a-fA-F]+|\d+) \([\w+ ]*\)|\bCurrent thread 0x[0-9a-fA-F]+ "
+    r"|\bProcess \d+: "  # py-spy, faulthandler
+    r"|#\d+ +0x[0-9a-fA-F]+ in |Thread \d+ \(Thread 0x[0-9a-fA-F]+ \(LWP \d+\)"  # gdb
     r"|(?<= \| )(?=\S)"  # after a column separator of some collector's table
 )
 

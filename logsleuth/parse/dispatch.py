@@ -629,7 +629,7 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
 
     def continues(before: str, text: str) -> bool:
         if wrap is not None:
-            return True
+            return not begins_line(text)
         return text[:1].isalnum() and not begins_line(text)
 
     defer = nccl.defer

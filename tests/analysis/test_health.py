@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from logsleuth.api import analyze
@@ -74,3 +75,31 @@ def test_a_lone_stack_dump_is_not_healthy() -> None:
     assert dumps
     d = analyze([str(dumps[0])]).diagnosis
     assert d.verdict.kind != "healthy"
+
+
+def _bundle(tmp_path: Path, status: int) -> Path:
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "launcher.log").write_text("repro: rank 0: step 9 done\n", encoding="utf-8")
+    manifest = {
+        "schema": "logsleuth.bundle/1",
+        "command": ["torchrun", "--nproc_per_node", "2", "train.py"],
+        "ranks": {},
+        "started": "2026-11-23T10:00:00Z",
+        "stalled_at": None,
+        "env": {},
+        "outcome": "finished",
+        "complete": True,
+        "finished": "2026-11-23T10:01:00Z",
+        "exit": {"status": status, "signal": None, "ended_by": "job"},
+    }
+    (bundle / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    return bundle
+
+
+def test_a_live_run_that_exited_0_by_itself_is_healthy(tmp_path: Path) -> None:
+    assert analyze([str(_bundle(tmp_path, 0))]).diagnosis.verdict.kind == "healthy"
+
+
+def test_a_live_run_that_exited_1_is_not(tmp_path: Path) -> None:
+    assert analyze([str(_bundle(tmp_path, 1))]).diagnosis.verdict.kind != "healthy"

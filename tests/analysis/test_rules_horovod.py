@@ -23,7 +23,9 @@ def _ls121(tmp_path: Path, text: str) -> list[tuple[str, tuple[int, ...]]]:
 
 
 def test_one_rank_missing_what_the_others_submitted_is_the_culprit(tmp_path: Path) -> None:
-    text = HEAD + "[0]<stderr>:Missing ranks:\n[0]<stderr>:3: [allreduce.grad_0, allreduce.grad_1]\n"
+    text = (
+        HEAD + "[0]<stderr>:Missing ranks:\n[0]<stderr>:3: [allreduce.grad_0, allreduce.grad_1]\n"
+    )
     assert _ls121(tmp_path, text) == [("missing-collective", (3,))]
 
 

@@ -20,6 +20,7 @@ from logsleuth.api import analyze
 from logsleuth.model.base import Event
 from logsleuth.model.messages import LogMessage
 from logsleuth.model.nccl import NcclWarn
+from logsleuth.parse.catalog import load_catalog
 from logsleuth.parse.coverage import measure_coverage
 from logsleuth.parse.discover import InputSource
 from logsleuth.parse.dispatch import read_input
@@ -67,7 +68,10 @@ def _read(text: str) -> list[Event]:
 
 def _key(event: Event) -> tuple[str, str]:
     if isinstance(event, LogMessage):
-        return ("LogMessage", event.catalog or "")
+        # Several catalog rows can hold one text (the same WARN in two source files): the
+        # message (its longest literal piece) is what must be kept, not which row of it.
+        entry = load_catalog().entry(event.catalog or "")
+        return ("LogMessage", entry.anchor if entry is not None else event.catalog or "")
     if isinstance(event, NcclWarn):
         return ("NcclWarn", event.message.split("\n")[0][:60])
     return (type(event).__name__, "")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from logsleuth.analysis.index import EvidenceIndex
 from logsleuth.analysis.rules.base import Rule
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
+from logsleuth.model.messages import LogMessage
 from logsleuth.model.ranks import LISTED_RANKS, absent_ranks, format_ranks
 
 
@@ -92,3 +94,68 @@ class InitNeverReached(Rule):
                     "to tell a missing log from a rank that never reached NCCL.",
                 ),
             )
+
+
+_CLAIM = re.compile(r"GLOBAL_RANK: (\d{1,6}), MEMBER: (\d{1,6})/(\d{1,6})")
+
+
+class DuplicateRanks(Rule):
+    """Two processes claim the same global rank, so the others never join.
+
+    Symptom:
+        A framework's start-up lines name each global rank more than once (Lightning's
+        ``initializing ddp: GLOBAL_RANK: 1, MEMBER: 2/8`` twice) while some members of the
+        world never appear; the job hangs in process-group set-up.
+
+    Likely causes:
+        Two nodes that both believe they are node 0: the node rank is not passed (Slurm
+        ``--ntasks-per-node`` not matching the devices, ``NODE_RANK``/``--node_rank`` unset,
+        ``MASTER_ADDR`` different per node), so each node starts local ranks as global ranks
+        0..k-1 and ranks k..N-1 are never started.
+
+    What to check:
+        The node rank each node was given (``NODE_RANK``, ``SLURM_NODEID``, torchrun's
+        ``--node_rank``), ``--ntasks-per-node`` against the GPUs per node, and that every node
+        uses the same ``MASTER_ADDR``/``MASTER_PORT``.
+    """
+
+    code = "LS122"
+    name = "init.duplicate_ranks"
+    kind = "init-stall"
+
+    def check(self, index: EvidenceIndex) -> Iterable[Finding]:
+        claims: dict[int, list[LogMessage]] = {}
+        world = 0
+        for message in index.all_of(LogMessage):
+            if (found := _CLAIM.search(message.message)) is None:
+                continue
+            claims.setdefault(int(found.group(1)), []).append(message)
+            world = max(world, int(found.group(3)))
+        twice = sorted(r for r, seen in claims.items() if len(seen) > 1)
+        if not twice or not world:
+            return
+        missing = world - len(claims)
+        if missing <= 0:
+            return
+        events = [m for r in twice for m in claims[r]]
+        yield self.finding(
+            severity="error",
+            title=(
+                f"global rank(s) {format_ranks(twice)} were started twice and {missing} of the "
+                f"{world} members never: two nodes took the same node rank"
+            ),
+            detail=(
+                f"The start-up lines name global rank(s) {format_ranks(twice)} more than once, "
+                f"and only {len(claims)} distinct ranks of a world of {world}. Two processes that "
+                "claim one rank cannot both join, and the ranks nobody started are never there: "
+                "process-group initialization waits for them forever."
+            ),
+            events=events,
+            confidence=0.7,
+            next_steps=(
+                "Check the node rank each node was started with (NODE_RANK, SLURM_NODEID, "
+                "torchrun --node_rank): every node must have its own.",
+                "Check --ntasks-per-node (Slurm) against the devices per node, and that every "
+                "node uses the same MASTER_ADDR and MASTER_PORT.",
+            ),
+        )
