@@ -159,3 +159,68 @@ class DuplicateRanks(Rule):
                 "node uses the same MASTER_ADDR and MASTER_PORT.",
             ),
         )
+
+
+_WAITING = re.compile(
+    r"Waiting in store based barrier to initialize process group for rank: (\d{1,6}).*?"
+    r"world_size=(\d{1,6}), worker_count=(\d{1,6})"
+)
+
+
+class StoreBarrierWaiting(Rule):
+    """Ranks wait in the store-based barrier of process-group set-up for ranks that never come.
+
+    Symptom:
+        ``Waiting in store based barrier to initialize process group for rank: R, key:
+        store_based_barrier_key:N (world_size=W, worker_count=K, ...)`` with K < W, repeated
+        until ``Timed out initializing process group in store based barrier``.
+
+    Likely causes:
+        W - K ranks never called ``init_process_group`` (or ``new_group``): they crashed or
+        were never started, are still busy before it (data preparation, a download, a
+        checkpoint load on one rank), or called it with another world size or store.
+
+    What to check:
+        Which ranks are missing from the barrier (the ranks that printed nothing); what those
+        ranks do before ``init_process_group``; that every rank gets the same world size and
+        MASTER_ADDR/MASTER_PORT.
+    """
+
+    code = "LS123"
+    name = "init.store_barrier"
+    kind = "init-stall"
+
+    def check(self, index: EvidenceIndex) -> Iterable[Finding]:
+        waiting: dict[int, LogMessage] = {}
+        world = joined = 0
+        for message in index.all_of(LogMessage):
+            if (found := _WAITING.search(message.message)) is None:
+                continue
+            waiting.setdefault(int(found.group(1)), message)
+            world = max(world, int(found.group(2)))
+            joined = max(joined, int(found.group(3)))
+        if not waiting or not world or joined >= world:
+            return
+        missing = world - joined
+        # Only when every rank that joined is in the evidence are the others known by rank.
+        absent = absent_ranks(world, set(waiting), missing) if len(waiting) == joined else None
+        yield self.finding(
+            severity="error",
+            title=(
+                f"{missing} of {world} rank(s) never reached the store-based barrier of "
+                "process-group set-up" + (f": rank(s) {format_ranks(absent)}" if absent else "")
+            ),
+            detail=(
+                f"Rank(s) {format_ranks(waiting)} wait in the store-based barrier with "
+                f"{joined} of {world} workers joined. The rest never called "
+                "init_process_group (or new_group): they are stuck or busy before it, or gone."
+            ),
+            events=list(waiting.values()),
+            ranks=absent or (),
+            confidence=0.6 if absent else 0.5,
+            next_steps=(
+                "Find the rank(s) that printed nothing and what they do before "
+                "init_process_group (a data download or preparation on one rank, a crash).",
+                "Check that every rank gets the same world size and MASTER_ADDR/MASTER_PORT.",
+            ),
+        )
