@@ -25,6 +25,7 @@ from logsleuth.analysis.rules.process import LeftEarly, ProcessDied
 from logsleuth.analysis.rules.ras import RasMissingProcess
 from logsleuth.analysis.rules.stacks import CollectiveDivergence, InitStall, NonCollectiveStall
 from logsleuth.analysis.rules.topology import TOPOLOGY_RULES
+from logsleuth.analysis.rules.transport import IbExpectedSocketUsed
 from logsleuth.analysis.rules.waitfor import WaitForSink
 from logsleuth.analysis.rules.watchdog import WatchdogStuck
 
@@ -63,6 +64,7 @@ RULES: tuple[type[Rule], ...] = tuple(
             ConcurrentCommUse,
             WaitForSink,
             *TOPOLOGY_RULES,
+            IbExpectedSocketUsed,
             *KNOWLEDGE_RULES,
             TopologyFileForced,
             HostNameCollision,
