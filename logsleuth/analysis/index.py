@@ -16,6 +16,7 @@ from typing import TypeVar
 
 from logsleuth.model.base import Event, InputSummary
 from logsleuth.model.bundle import BundleManifest
+from logsleuth.model.messages import LogMessage
 from logsleuth.model.nccl import (
     NcclChannelConnect,
     NcclCollective,
@@ -35,6 +36,9 @@ from logsleuth.model.nccl import (
 )
 from logsleuth.model.stacks import StackDump
 from logsleuth.model.torch import ChildFailure
+
+_PLUGIN_PATH = re.compile(r"Plugin Path : \S*?([^/\s]+\.so(?:\.\d+)*)")
+"""nccl-rdma-sharp-plugins / aws-ofi-nccl print where they were loaded from."""
 
 KEEP_OPS = 64
 """COLL lines kept per process and communicator: enough to compare the last positions."""
@@ -324,8 +328,14 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
         elif isinstance(event, NcclCudaDriver):
             index.proc(stream).cuda_driver = event.version
         elif isinstance(event, NcclNetPlugin):
-            if event.plugin:
-                index.proc(stream).net_plugin = event.plugin
+            proc = index.proc(stream)
+            # "Could not find libnccl-net.so. Using internal ..." says: no plugin on this node.
+            if event.plugin or proc.net_plugin is None:
+                proc.net_plugin = event.plugin or "none"
+        elif isinstance(event, LogMessage) and event.family == "nccl":
+            # A plugin's own INFO line names the library it was loaded from.
+            if plugin := _PLUGIN_PATH.match(event.message):
+                index.proc(stream).net_plugin = plugin.group(1)
         elif isinstance(event, NcclNetwork):
             index.proc(stream).network = event.name
         elif type(event).__module__.endswith("model.torch") and not isinstance(event, ChildFailure):

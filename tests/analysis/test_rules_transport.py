@@ -31,3 +31,18 @@ def test_sockets_on_a_machine_nobody_asked_ib_of_is_no_finding(tmp_path: Path) -
         line + "\n" for line in LOG.splitlines() if "NCCL_IB" not in line and "NET/IB" not in line
     )
     assert _ls610(tmp_path, plain) == []
+
+
+PLUGIN = """\
+HGX-11:18226:18274 [5] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.
+HGX-04:589474:589541 [0] NCCL INFO Plugin Path : /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so
+"""
+
+
+def test_a_node_without_the_net_plugin_the_others_load_is_named(tmp_path: Path) -> None:
+    log = tmp_path / "quoted.log"
+    log.write_text(PLUGIN, encoding="utf-8")
+    d = analyze([str(log)]).diagnosis
+    (finding,) = [f for f in d.findings if f.code == "LS401"]
+    assert (finding.kind, finding.hosts) == ("config-mismatch", ("HGX-11",))
+    assert d.verdict.kind == "config-mismatch"

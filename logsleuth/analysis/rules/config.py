@@ -85,6 +85,9 @@ class NcclVersionMismatch(Rule):
         majority = ordered[0]
         tie = len(ordered[1][1]) == len(majority[1])
         odd = ordered if tie else ordered[1:]
+        if tie and what == "net plugin" and "none" in by_value:
+            # Nodes that load no plugin while others do are the ones set up differently.
+            odd, tie = [("none", by_value["none"])], False
         odd_procs = [p for _, procs in odd for p in procs]
         hosts = sorted({_host(p) for p in odd_procs})
         ranks = sorted({p.rank for p in odd_procs if p.rank is not None})

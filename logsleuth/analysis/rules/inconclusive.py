@@ -131,7 +131,10 @@ def _unexplained(index: EvidenceIndex) -> list[Event]:
     warns = [w for w in index.warns if not explained_by_knowledge(w)]
     unexplained: list[Event] = [w for w in warns if w.family != "other"]
     unexplained += [w for w in warns if w.family == "other"]
-    unexplained += [t for t in index.traces if t.code != 0]
+    # NCCL's "file:line -> N" traces unwind the failure a WARN reported; when every WARN is
+    # explained (a fallback NCCL recovers from, a known symptom), so are they.
+    if warns or not index.warns:
+        unexplained += [t for t in index.traces if t.code != 0]
     unexplained += index.failures
     unexplained += [m for m in index.manifests if m.stalled_at]
     return unexplained
