@@ -17,9 +17,18 @@ from logsleuth.model.torch import WatchdogError
 _ADDRESS = re.compile(r"(\d{1,3}(?:\.\d{1,3}){3}|\[?[0-9a-fA-F:]+:[0-9a-fA-F:%\w]*\]?)<(\d+)>")
 REMOTE_CLOSED = re.compile(
     r"remote process exited|Broken pipe|Connection reset by peer|Connection closed by remote"
-    r"|peer closed|socketProgress|Call to recv from",
+    r"|peer closed|socketProgress(?!.*(?:timed out|No route to host|unreachable))"
+    # A recv that failed because the network timed out or lost its route is a network error.
+    r"|Call to recv from \S+ failed(?! : (?:Connection timed out|No route to host|Network is unreachable))",
     re.IGNORECASE,
 )
+
+
+_CONNECT_CALL = re.compile(
+    r"[Cc]onnect to\b|[Cc]onnect\(|Start[Cc]onnect|Poll[Cc]onnect|Finalize[Cc]onnect"
+    r"|[Cc]onnect(?:ion)? refused|[Cc]onnect failed|connect returned"
+)
+_DATA_PATH = re.compile(r"net_socket\.cc|net_ib\.cc|proxy\.cc|transport/net\.cc")
 
 
 class BootstrapFailure(Rule):
@@ -57,10 +66,14 @@ class BootstrapFailure(Rule):
             if warn.family != "socket":
                 continue
             text = warn.message
-            if not re.search(r"connect", text, re.IGNORECASE):
-                continue
+            # A connect call that failed ("Connect to", socketPollConnect, "Connection
+            # refused"), not a recv whose errno text reads "Connection timed out".
             stream = stream_of(warn)
             traces = traces_of(index, stream)
+            if any(_DATA_PATH.search(t.file) for t in traces):
+                continue  # the data path (NET/Socket transport, proxy): not the bootstrap
+            if not _CONNECT_CALL.search(text) and not any("bootstrap" in t.file for t in traces):
+                continue
             in_bootstrap = any("bootstrap" in t.file for t in traces) or stream not in completed
             if not in_bootstrap:
                 continue

@@ -1,0 +1,40 @@
+"""A socket failure on the data path is a network error; one in bootstrap is a bootstrap failure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from logsleuth.api import analyze
+
+DATA_PATH = """\
+worker-23:83:2526 [0] misc/socket.cc:503 NCCL WARN Net : Call to recv from 100.96.188.199<41468> failed : Connection timed out
+worker-23:83:2526 [0] NCCL INFO misc/socket.cc:520 -> 2
+worker-23:83:2526 [0] transport/net_socket.cc:219 NCCL WARN NET/Socket : socket progress error
+worker-23:83:2520 [0] NCCL INFO transport/net.cc:870 -> 2
+worker-23:83:2520 [0] NCCL INFO proxy.cc:494 -> 2
+"""
+
+BOOTSTRAP = """\
+node0:71:71 [0] misc/socket.cc:71 NCCL WARN socketProgress: Connection closed by remote peer 10.10.1.3<36138>
+node0:71:71 [0] NCCL INFO misc/socket.cc:80 -> 6
+node0:71:71 [0] NCCL INFO bootstrap.cc:701 -> 6
+node0:71:71 [0] NCCL INFO init.cc:1402 -> 6
+"""
+
+
+def _codes(tmp_path: Path, text: str) -> tuple[str, set[str]]:
+    log = tmp_path / "rank.log"
+    log.write_text(text, encoding="utf-8")
+    d = analyze([str(log)]).diagnosis
+    return d.verdict.kind, {f.code for f in d.findings}
+
+
+def test_a_recv_timeout_on_the_socket_transport_is_a_network_error(tmp_path: Path) -> None:
+    kind, codes = _codes(tmp_path, DATA_PATH)
+    assert kind == "network-error"
+    assert "LS201" not in codes and "LS203" not in codes
+
+
+def test_a_peer_closing_during_bootstrap_is_a_bootstrap_failure(tmp_path: Path) -> None:
+    kind, codes = _codes(tmp_path, BOOTSTRAP)
+    assert kind == "bootstrap-failure" and "LS201" in codes
