@@ -285,6 +285,7 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
     index.truncated_sources = {i.source for i in index.inputs if i.truncated}
     comm_of: dict[tuple[str | None, int | None, str], str] = {}
     inits: list[NcclCommInit] = []
+    first_connect: dict[Stream, NcclChannelConnect] = {}
     order = {"prefix": 5, "world-comm": 4, "manifest": 3, "summary": 2, "file-name": 1}
 
     # Pass 1: streams, communicators, identities.
@@ -338,6 +339,8 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
                 index.proc(stream).net_plugin = plugin.group(1)
         elif isinstance(event, NcclNetwork):
             index.proc(stream).network = event.name
+        elif isinstance(event, NcclChannelConnect):
+            first_connect.setdefault(stream, event)
         elif type(event).__module__.endswith("model.torch") and not isinstance(event, ChildFailure):
             index.torch.append(event)
 
@@ -386,6 +389,13 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
             if (m := _FILE_RANK.search(base)) and not _FILE_PID.search(base):
                 _set_rank(proc, int(m.group(1)), "file-name", order["file-name"])
                 break
+    # A process logs its own connections: it is the sending side of a "send" (or undirected
+    # ring) line and the receiving side of a "receive" line. Weakest of all sources.
+    for stream, connect in first_connect.items():
+        owner = index.procs.get(stream)
+        if owner is not None and owner.rank is None and stream != (None, None):
+            own = connect.to_rank if connect.direction == "receive" else connect.from_rank
+            _set_rank(owner, own, "connections", 0)
     # A bare version line (no prefix: printed to stdout by rank 0 before 2.22) belongs to the
     # only host of its file, else to the process whose NCCL line follows it.
     bare = [e for e in index.all_of(NcclVersion) if e.origin.host is None and e.origin.pid is None]

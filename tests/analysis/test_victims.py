@@ -57,3 +57,25 @@ def test_a_traceback_cut_before_its_exception_names_no_cause(tmp_path: Path) -> 
     kind, ranks = _verdict(tmp_path, CUT_TRACEBACK)
     assert ranks == ()
     assert kind == "inconclusive"
+
+
+RING_24 = """\
+hostA:151779:151929 [1] NCCL INFO Ring 00 : 1[1] -> 2[2] via direct shared memory
+hostA:151780:151928 [2] NCCL INFO Ring 00 : 2[2] -> 3[3] via direct shared memory
+hostA:151778:151927 [0] NCCL INFO Ring 00 : 7 -> 0 [receive] via NET/IB/0
+hostA:151780:151928 [2] include/shm.h:42 NCCL WARN Cuda failure 'invalid argument'
+hostA:151780:151928 [2] NCCL INFO transport/shm.cu:187 -> 1
+"""
+
+
+def test_a_process_without_init_lines_is_known_by_its_own_connections(tmp_path: Path) -> None:
+    log = tmp_path / "combined.log"
+    log.write_text(RING_24, encoding="utf-8")
+    d = analyze([str(log)]).diagnosis
+    assert (d.verdict.kind, d.verdict.culprit_ranks, d.verdict.culprit_pids) == (
+        "cuda-error",
+        (2,),
+        (151780,),
+    )
+    ranks = {r.pid: r.rank for r in d.ranks}
+    assert ranks[151778] == 0  # the receiving side of "7 -> 0 [receive]"
