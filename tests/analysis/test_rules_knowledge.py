@@ -324,3 +324,6 @@ def test_a_heartbeat_timeout_is_left_to_ls501(tmp_path: Path) -> None:
     )
     diagnosis = analyze([str(log)]).diagnosis
     assert (diagnosis.verdict.kind, diagnosis.verdict.code) == ("watchdog-stuck", "LS501")
+    # The rank whose monitor fired waited: it is named in the title, not as the culprit.
+    assert diagnosis.verdict.culprit_ranks == ()
+    assert "rank(s) 0" in diagnosis.verdict.summary

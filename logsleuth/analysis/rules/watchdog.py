@@ -37,15 +37,21 @@ class WatchdogStuck(Rule):
         if not events:
             return
         ranks = sorted({e.rank for e in events if e.rank is not None})
+        # The rank whose monitor fired is where the waiting shows, not where it starts: its
+        # watchdog blocks on a collective or a GPU that waits for somebody else. It is named
+        # in the title, not as the culprit.
         yield self.finding(
             severity="error",
             title=f"the watchdog heartbeat monitor fired on rank(s) {', '.join(map(str, ranks)) or '?'}",
             detail="The ProcessGroupNCCL watchdog thread stopped heartbeating: it is blocked itself, "
-            "typically in a CUDA call on a wedged GPU or inside an NCCL abort.",
+            "typically in a CUDA call on a wedged GPU, inside an NCCL abort, or behind a "
+            "collective that a slow or stuck rank never joins. The ranks that reported it waited; "
+            "the rank that held them up is the one to find.",
             events=events,
-            ranks=ranks,
             confidence=0.6,
             next_steps=(
+                "Find the rank that did not report: dump every rank's stacks (py-spy dump) and "
+                "look for one outside communication (data loading, evaluation on rank 0, I/O).",
                 "Check nvidia-smi and dmesg | grep -i xid on the hosts of those ranks.",
                 "Take native stacks (py-spy dump --native --pid PID) to see where the watchdog thread waits.",
             ),
