@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from logsleuth.analysis.correlate import address_hosts
@@ -44,7 +45,8 @@ class RasMissingProcess(Rule):
     kind = "process-died"
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
-        reports = index.all_of(NcclRasReport)
+        # In a MISMATCH block RAS lists the minority's ranks, which answered: LS208 reads it.
+        reports = [r for r in index.all_of(NcclRasReport) if not _mismatch_only(r)]
         missing = [r for r in reports if r.processes or r.missing_ranks or _missing(r)]
         if not missing:
             return
@@ -111,3 +113,85 @@ class RasMissingProcess(Rule):
 
 def _missing(report: NcclRasReport) -> bool:
     return any(what == "missing" for *_, what in report.ranks)
+
+
+def _mismatch_only(report: NcclRasReport) -> bool:
+    return bool(report.records) and all(kinds == "MISMATCH" for *_, kinds in report.records)
+
+
+_LAUNCHED = re.compile(r"(\d+) ranks? ha(?:ve|s) launched up to operation (\d+)")
+
+
+class RasOperationMismatch(Rule):
+    """NCCL RAS: the ranks of a communicator launched different numbers of operations.
+
+    Symptom:
+        ``ncclras`` reports a communicator ``MISMATCH``: ``Communicator ranks have different
+        AllGather operation counts``, ``30 ranks have launched up to operation 640``, ``2 ranks
+        have launched up to operation 641``, and lists the ranks of the smaller group.
+
+    Likely causes:
+        The ranks behind never launched the next collective: they are stuck elsewhere (data
+        loading, compute, I/O) or took another code path. The ranks ahead launched it and wait
+        for them. RAS lists the smaller group, which may be either side: the listed ranks are
+        the culprits only when they are behind.
+
+    What to check:
+        Dump the stacks of the ranks behind (py-spy dump): they are not in the collective.
+        The ranks ahead only wait.
+    """
+
+    code = "LS208"
+    name = "ras.operation_mismatch"
+    kind = "missing-collective"
+
+    def check(self, index: EvidenceIndex) -> Iterable[Finding]:
+        for report in index.all_of(NcclRasReport):
+            if not _mismatch_only(report):
+                continue
+            groups = [
+                (int(m.group(1)), int(m.group(2)))
+                for note in report.notes
+                if (m := _LAUNCHED.search(note))
+            ]
+            if len(groups) < 2:
+                continue
+            listed = {rank for rank, *_ in report.ranks}
+            low = min(op for _, op in groups)
+            high = max(op for _, op in groups)
+            behind = sum(n for n, op in groups if op == low)
+            ahead = sum(n for n, op in groups if op == high)
+            listed_ahead = bool(listed) and len(listed) == ahead and ahead != behind
+            culprit = () if listed_ahead else tuple(sorted(listed))
+            title = (
+                f"{behind} rank(s) never launched operation {high} that {ahead} rank(s) wait in"
+                + (
+                    f"; RAS lists the {ahead} waiting rank(s) {', '.join(map(str, sorted(listed)))}"
+                    if listed_ahead
+                    else ""
+                )
+            )
+            yield self.finding(
+                severity="error",
+                title=title,
+                detail=(
+                    f"ncclras reports different operation counts on one communicator: {behind} "
+                    f"rank(s) up to operation {low}, {ahead} up to {high}. The ranks that launched "
+                    "more are waiting for the others in that collective; the ones behind are "
+                    "where the job is stuck."
+                    + (
+                        " RAS lists only the smaller group, here the ranks ahead: the ranks behind "
+                        "are the ones not listed."
+                        if listed_ahead
+                        else ""
+                    )
+                ),
+                events=[report],
+                ranks=culprit,
+                confidence=0.6 if culprit else 0.5,
+                next_steps=(
+                    "Dump the stacks of the ranks behind (py-spy dump --pid PID): find the one "
+                    "outside the collective.",
+                    "ncclras -v lists every rank's operation count.",
+                ),
+            )

@@ -22,7 +22,7 @@ from logsleuth.analysis.rules.job import JobExitStatus
 from logsleuth.analysis.rules.knowledge import KNOWLEDGE_RULES
 from logsleuth.analysis.rules.network import BootstrapFailure, IbCompletionError, RemoteClosed
 from logsleuth.analysis.rules.process import LeftEarly, ProcessDied
-from logsleuth.analysis.rules.ras import RasMissingProcess
+from logsleuth.analysis.rules.ras import RasMissingProcess, RasOperationMismatch
 from logsleuth.analysis.rules.stacks import CollectiveDivergence, InitStall, NonCollectiveStall
 from logsleuth.analysis.rules.topology import TOPOLOGY_RULES
 from logsleuth.analysis.rules.transport import IbExpectedSocketUsed
@@ -52,6 +52,7 @@ RULES: tuple[type[Rule], ...] = tuple(
             RemoteClosed,
             ProcessDied,
             RasMissingProcess,
+            RasOperationMismatch,
             LeftEarly,
             JobExitStatus,
             DuplicateGpu,
