@@ -62,17 +62,32 @@ def score_case(verdict: dict[str, Any], truth: dict[str, Any]) -> float:
     return best
 
 
+def _ece(pairs: list[tuple[float, float]], bins: int = 5) -> float:
+    """Expected calibration error: how far stated confidence is from the share right, per bin."""
+    error = 0.0
+    for b in range(bins):
+        low, high = b / bins, (b + 1) / bins
+        members = [(c, r) for c, r in pairs if low <= c < high or (b == bins - 1 and c == 1.0)]
+        if members:
+            stated = sum(c for c, _ in members) / len(members)
+            right = sum(r for _, r in members) / len(members)
+            error += len(members) / len(pairs) * abs(stated - right)
+    return error
+
+
 def test_corpus_score(figures: list[tuple[str, str]]) -> None:
     """The whole corpus, scored; the figure is printed at the end of every run."""
     lines: list[str] = []
     total = 0.0
     healthy_wrong: list[str] = []
+    calibration: list[tuple[float, float]] = []
     for case in CASES:
         truth = json.loads((case / "truth.json").read_text())
         verdict = build_json(analyze(_inputs(case)).diagnosis)["verdict"]
         assert isinstance(verdict, dict)
         score = score_case(verdict, truth)
         total += score
+        calibration.append((float(verdict["confidence"]), 1.0 if score == 1.0 else 0.0))
         culprits = verdict["culprit_ranks"] or verdict["culprit_hosts"] or verdict["culprit_pids"]
         lines.append(f"{score:3.1f}  {case.name[:58]:58s} {verdict['kind']} {culprits}")
         accepts_healthy = any("healthy" in a["kinds"] for a in truth["accept"])
@@ -80,8 +95,12 @@ def test_corpus_score(figures: list[tuple[str, str]]) -> None:
             healthy_wrong.append(case.name)
     share = total / len(CASES)
     lines.append(f"score {total:.1f}/{len(CASES)} ({100 * share:.0f}%)")
+    lines.append(f"healthy verdicts on cases that are not healthy: {len(healthy_wrong)}")
+    lines.append(f"expected calibration error of the verdict confidence: {_ece(calibration):.2f}")
     figures.append(("corpus score (truth.json of every case)", "\n".join(lines)))
     assert share >= SCORE_FLOOR, "\n".join(lines)
+    # healthy only when proven: no failure case may come out healthy.
+    assert not healthy_wrong, healthy_wrong
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda p: p.name[:3])
