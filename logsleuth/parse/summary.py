@@ -4,7 +4,7 @@ The torch grammar reads the ``ChildFailedError`` summary as torchrun prints it (
 title, ``Failures:``, ``Root Cause``, one ``[N]:`` block of ``key : value`` lines each). A
 summary copied from a screenshot (OCR), a chat or a narrow terminal loses that layout: the
 labels end up on lines of their own with the values after them (``time`` / ``host`` /
-``2023-09-14 01:45:50`` / ``ding-X10DRG``), or several fields run together on one line
+``2023-09-14 01:45:50`` / ``node-a7``), or several fields run together on one line
 (``rank2 (local rank: 2)exitcode: -9 (pid: 36071)error file: <N/A>``). This reader takes
 the lines the torch grammar declined inside such a summary and reads its fields wherever
 they stand; each entry becomes a :class:`ChildFailure`.
