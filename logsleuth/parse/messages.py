@@ -69,6 +69,30 @@ def message_event(
     )
 
 
+def typed_message(
+    text: str,
+    ref: SourceRef,
+    raw: str,
+    hint: Origin,
+    *,
+    family: str | None = None,
+    level: str | None = None,
+) -> LogMessage | None:
+    """Type a message no grammar rule reads by the catalogs; None when none knows it.
+
+    The family readers call it for the messages of lines they read the prefix of (an NCCL
+    ``INFO`` line, a c10 record) but have no rule for; ``family`` and ``level`` are what the
+    prefix already says.
+    """
+    match = load_catalog().match(text)
+    if match is None:
+        return None
+    event = message_event(match, text, ref, raw, hint)
+    if family is None and level is None:
+        return event
+    return replace(event, family=family or event.family, level=level or event.level)
+
+
 class MessageReader(Reader):
     """Take any line holding a known message (catalog match), wherever it stands."""
 

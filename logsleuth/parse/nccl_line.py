@@ -22,8 +22,8 @@ from lark.exceptions import LarkError, UnexpectedInput
 from logsleuth.model.base import NO_ORIGIN, Event, Origin, SourceRef
 from logsleuth.model.messages import LogMessage
 from logsleuth.model.nccl import NcclUnrecognized, NcclWarn
-from logsleuth.parse.catalog import load_catalog
 from logsleuth.parse.grammar import load_parser, terminal_pattern, terminal_regex
+from logsleuth.parse.messages import typed_message
 from logsleuth.parse.nccl_transform import Parsed, ToEvents, head_of
 
 _STAMP = re.compile(
@@ -118,19 +118,8 @@ def _build(text: str, parsed: Parsed, ref: SourceRef, raw: str, hint: Origin) ->
 
 def _catalog_message(event: NcclUnrecognized) -> LogMessage | None:
     """Type an NCCL message the grammar has no rule for by the format catalog, or None."""
-    match = load_catalog().match(event.message)
-    if match is None:
-        return None
-    return LogMessage(
-        ref=event.ref,
-        text=event.text,
-        origin=event.origin,
-        family="nccl",
-        level=event.level,
-        catalog=match.entry.id,
-        message=event.message,
-        fields=tuple((f"arg{i}", v.strip()) for i, v in enumerate(match.fields) if v.strip()),
-        rank=event.origin.rank,
+    return typed_message(
+        event.message, event.ref, event.text, event.origin, family="nccl", level=event.level
     )
 
 

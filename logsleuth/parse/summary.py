@@ -64,7 +64,11 @@ class SummaryReader(Reader):
 
     def watch(self, line: Line) -> None:
         """See every line (taken by another reader or not) for where a summary begins."""
-        text = line.text.strip()
+        text = line.text
+        # Every line passes here: a substring test first, the pattern only where it can match.
+        if "ChildFailedError" not in text and not text.lstrip().startswith(("Root", "Fail")):
+            return
+        text = text.strip()
         if _START.search(text):
             self._root = "Root Cause" in text
             self._until = line.no + _SPAN

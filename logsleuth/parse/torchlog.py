@@ -8,7 +8,6 @@ event each.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
@@ -26,8 +25,8 @@ from logsleuth.model.torch import (
     WatchdogError,
 )
 from logsleuth.parse.base import Line, Reader, Sink
-from logsleuth.parse.catalog import load_catalog
 from logsleuth.parse.clean import line_starts
+from logsleuth.parse.messages import typed_message
 from logsleuth.parse.torchshapes import (
     Payload,
     Prefix,
@@ -500,28 +499,7 @@ class TorchReader(Reader):
 
 def _catalog_message(event: TorchUnrecognized) -> LogMessage | None:
     """Type a torch-prefixed message the grammar has no rule for by the catalogs, or None."""
-    match = load_catalog().match(event.message)
-    if match is None:
-        return None
-    label = event.message[: match.start].strip()
-    rank = event.origin.rank
-    if rank is None and (tag := _RANK_TAG.search(label)) is not None:
-        rank = int(tag.group(1))
-    return LogMessage(
-        ref=event.ref,
-        text=event.text,
-        origin=event.origin,
-        family=match.entry.family,
-        level=match.entry.level,
-        catalog=match.entry.id,
-        message=event.message[match.start :].strip(),
-        label=label,
-        fields=tuple((f"arg{i}", v.strip()) for i, v in enumerate(match.fields) if v.strip()),
-        rank=rank,
-    )
-
-
-_RANK_TAG = re.compile(r"\[Rank (\d{1,6})\]")
+    return typed_message(event.message, event.ref, event.text, event.origin)
 
 
 def _wraps_a_line(payload: Payload) -> bool:

@@ -20,7 +20,7 @@ from logsleuth.parse.catalog import load_catalog
 from logsleuth.parse.discover import InputSource
 from logsleuth.parse.dispatch import read_input
 from logsleuth.resources import grammar_path
-from tests.parse.catalog_samples import instantiate
+from tests.knowledge.catalog import instantiate, instantiate_torch
 
 BAR = 0.98
 TORCH_LEVELS = ("ERROR", "WARNING", "WARN", "CHECK", "THROW")
@@ -92,7 +92,7 @@ def test_torch_catalog_error_rows_are_recognized_in_their_family(
     ]
     missed: list[str] = []
     for row in rows:
-        line = instantiate(row["format"])
+        line = instantiate_torch(row["format"])
         want = TORCH_FAMILIES.get(row["component"], {"torch"})
         events = _read(line)
         if not any(_family(e) in want for e in events):

@@ -39,7 +39,7 @@ from logsleuth.parse.nccl_line import (
     partial_prefix,
 )
 from logsleuth.resources import grammar_path
-from tests.parse.catalog_samples import instantiate
+from tests.knowledge.catalog import instantiate
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADS = ("INFO_HEAD", "TRACE_HEAD", "WARN_HEAD", "CALL_HEAD", "ABORT_HEAD")
