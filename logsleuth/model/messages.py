@@ -28,6 +28,8 @@ class LogMessage(Event):
         label: The text before the message (an unknown prefix), stripped.
         fields: Values read from the message's arguments, as (name, value) pairs.
         rank: The global rank the line names, when it does.
+        subsystems: The NCCL debug subsystems the catalog says the message is printed under
+            (``INIT``, ``NET``, ``NVLS``, ...; empty for WARNs and other families).
     """
 
     family: str
@@ -37,6 +39,7 @@ class LogMessage(Event):
     label: str = ""
     fields: tuple[tuple[str, str], ...] = ()
     rank: int | None = None
+    subsystems: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -80,6 +80,8 @@ class CatalogEntry:
     literal: int
     anchor: str
     head: str = ""
+    subsystems: tuple[str, ...] = ()
+    """The NCCL debug subsystems an INFO/TRACE message is printed under (``INIT``, ``NVLS``)."""
 
 
 PREFIX = "PREFIX"
@@ -344,7 +346,14 @@ def _entry(
         literal=literal,
         anchor=max(pieces, key=len),
         head=_head(_BLANKS.sub(" ", pieces[0])) if pieces[0] else "",
+        subsystems=_subsystems(row.get("subsys", "")) if kind == "nccl" else (),
     )
+
+
+def _subsystems(flags: str) -> tuple[str, ...]:
+    """``NCCL_INIT|NCCL_NET`` -> ``("INIT", "NET")``; ``NCCL_ALL`` (WARN, VERSION) -> ``()``."""
+    names = {f.strip().removeprefix("NCCL_") for f in flags.split("|") if f.strip()}
+    return tuple(sorted(names - {"ALL", ""}))
 
 
 @cache

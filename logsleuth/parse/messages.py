@@ -66,6 +66,7 @@ def message_event(
         label=label,
         fields=tuple((n, v.strip()) for n, v in zip(names, match.fields, strict=True) if v),
         rank=rank,
+        subsystems=match.entry.subsystems,
     )
 
 

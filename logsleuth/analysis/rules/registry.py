@@ -24,6 +24,7 @@ from logsleuth.analysis.rules.network import BootstrapFailure, IbCompletionError
 from logsleuth.analysis.rules.ordering import CrossCommunicatorOrder
 from logsleuth.analysis.rules.process import LeftEarly, ProcessDied
 from logsleuth.analysis.rules.ras import RasMissingProcess, RasOperationMismatch
+from logsleuth.analysis.rules.setup import SetupNeverFinished
 from logsleuth.analysis.rules.stacks import CollectiveDivergence, InitStall, NonCollectiveStall
 from logsleuth.analysis.rules.topology import TOPOLOGY_RULES
 from logsleuth.analysis.rules.transport import IbExpectedSocketUsed
@@ -47,6 +48,7 @@ RULES: tuple[type[Rule], ...] = tuple(
             CollectiveDivergence,
             InitStall,
             InitNeverReached,
+            SetupNeverFinished,
             DuplicateRanks,
             StoreBarrierWaiting,
             BootstrapFailure,

@@ -1,0 +1,185 @@
+"""Every NCCL log ends inside communicator set-up: where set-up stopped."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from logsleuth.analysis.health import health_proofs
+from logsleuth.analysis.index import EvidenceIndex, Stream
+from logsleuth.analysis.rules.base import Rule, describe
+from logsleuth.model.base import Event
+from logsleuth.model.diagnosis import Finding
+from logsleuth.model.messages import LogMessage
+from logsleuth.model.nccl import (
+    NcclChannelConnect,
+    NcclCommConfig,
+    NcclCommInit,
+    NcclConnected,
+    NcclCudaDriver,
+    NcclEnv,
+    NcclGraphTree,
+    NcclInterface,
+    NcclNetDevices,
+    NcclNetPlugin,
+    NcclNetwork,
+    NcclRing,
+    NcclTree,
+    NcclVersion,
+)
+
+_SETUP_EVENTS = (
+    NcclChannelConnect,
+    NcclCommConfig,
+    NcclConnected,
+    NcclCudaDriver,
+    NcclEnv,
+    NcclGraphTree,
+    NcclInterface,
+    NcclNetDevices,
+    NcclNetPlugin,
+    NcclNetwork,
+    NcclRing,
+    NcclTree,
+    NcclVersion,
+)
+"""Lines NCCL prints only while it creates a communicator."""
+
+_SETUP_SUBSYSTEMS = frozenset(
+    {"INIT", "NET", "GRAPH", "ENV", "NVLS", "BOOTSTRAP", "P2P", "SHM", "TUNING"}
+)
+"""Debug subsystems whose INFO lines (catalog) belong to communicator set-up."""
+
+_STEPS: tuple[tuple[frozenset[str], str, str], ...] = (
+    (
+        frozenset({"NVLS"}),
+        "NVLS (NVLink SHARP multicast) set-up",
+        "Retry with NCCL_NVLS_ENABLE=0; if that works, check that nvidia-fabricmanager (and IMEX "
+        "on multi-node NVLink) runs and matches the driver version on every node.",
+    ),
+    (
+        frozenset({"P2P", "SHM"}),
+        "intra-node transport set-up (P2P / shared memory)",
+        "Retry with NCCL_P2P_DISABLE=1 (then NCCL_SHM_DISABLE=1) to find the transport; check "
+        "PCIe ACS and the IOMMU (nvidia-smi topo -m; p2pBandwidthLatencyTest) and /dev/shm.",
+    ),
+    (
+        frozenset({"NET", "BOOTSTRAP"}),
+        "network or bootstrap set-up",
+        "Check that every host reaches the others on the interface NCCL chose "
+        "(NCCL_SOCKET_IFNAME), firewalls, and the IB/RoCE devices (ibv_devinfo); NCCL_IB_DISABLE=1 "
+        "tells whether the IB path is the one that hangs.",
+    ),
+)
+
+
+def _setup_step(event: Event) -> tuple[bool, frozenset[str]]:
+    """Say whether ``event`` is a set-up line, and under which subsystems."""
+    if isinstance(event, NcclCommInit):
+        return event.phase == "START", frozenset({"INIT"})
+    if isinstance(event, _SETUP_EVENTS):
+        return True, frozenset({"INIT"})
+    if isinstance(event, LogMessage) and event.family == "nccl" and event.level == "INFO":
+        subsystems = frozenset(event.subsystems)
+        return bool(subsystems & _SETUP_SUBSYSTEMS), subsystems
+    return False, frozenset()
+
+
+class SetupNeverFinished(Rule):
+    """Every NCCL log ends inside communicator set-up, and nothing shows it finished.
+
+    Symptom:
+        The last NCCL line of every process is a set-up line (interfaces, rings, channel
+        connections, NVLS buffer binding, ...); no process logged ``Init COMPLETE``, a
+        collective or a communicator's end, and no error was found. With no error either, the
+        best reading is that set-up hangs at that step (or that the excerpt was cut there).
+
+    Likely causes:
+        A step of set-up that waits for something that never comes: NVLS multicast binding
+        without a working fabric manager, a P2P/IPC mapping blocked by ACS or the IOMMU, a
+        network connection to a peer that is unreachable, a peer that never started.
+
+    What to check:
+        The step named; the stacks of every rank while it hangs (``py-spy dump --native``);
+        the same run with the transport of that step disabled. An excerpt that stops early
+        looks the same: include the whole log of each rank.
+    """
+
+    code = "LS124"
+    name = "init.setup_unfinished"
+    kind = "init-stall"
+    fallback = True
+    examples = ("real/corpus/233-nvls-bind-mem-last-line-init-hang-4gpu",)
+    counterexamples = (
+        "rules/two-host-ring",
+        "real/corpus/017-negative-4090-p2p-disabled-runs",
+        "real/live/init-never",
+    )
+
+    def check(self, index: EvidenceIndex) -> Iterable[Finding]:
+        if any(c.completed or c.ops or c.ended for c in index.comms.values()):
+            return  # set-up finished somewhere
+        if health_proofs(index):
+            return  # the run is shown to have worked: the log is only an excerpt of set-up
+        last: dict[Stream, Event] = {
+            stream: proc.last_event
+            for stream, proc in index.procs.items()
+            if proc.last_event is not None and ("nccl" in proc.families or _nccl(proc.last_event))
+        }
+        ended = {s: e for s, e in last.items() if _setup_step(e)[0]}
+        if not ended or len(ended) != len(last):
+            return
+        if _goes_on(index, ended.values()):
+            return  # the file has more after set-up (test results, the program's output)
+        streams = sorted(ended, key=lambda s: (str(s[0]), s[1] or 0))
+        subsystems = Counter(sub for e in ended.values() for sub in _setup_step(e)[1])
+        step, advice = "communicator set-up", ""
+        for names, what, steps in _STEPS:
+            if names & set(subsystems):
+                step, advice = what, steps
+                break
+        example = ended[streams[0]]
+        yield self.finding(
+            severity="warning",
+            title=(
+                f"the NCCL log of {describe(index, streams)} ends inside {step}: {_quote(example)}"
+            ),
+            detail=(
+                f"No process logged Init COMPLETE, a collective or the end of a communicator; "
+                f"the last line of each of the {len(streams)} process(es) with NCCL lines is a "
+                f"set-up line. Set-up seems to hang at {step} (or the excerpt was cut there)."
+            ),
+            # Every process stopped in set-up: they wait together, none is named the culprit.
+            events=[ended[s] for s in streams],
+            confidence=0.35,
+            next_steps=tuple(
+                x
+                for x in (
+                    advice,
+                    "Dump every rank's stacks while it hangs (py-spy dump --native --pid PID) to "
+                    "see what set-up waits for; include each rank's whole log.",
+                )
+                if x
+            ),
+        )
+
+
+def _goes_on(index: EvidenceIndex, ends: Iterable[Event]) -> bool:
+    """Say whether any file has evidence after the set-up line a process ended with."""
+    end_of: dict[str, int] = {}
+    for event in ends:
+        end_of[event.ref.source] = max(end_of.get(event.ref.source, 0), event.ref.line)
+    return any(
+        e.ref.line > end_of.get(e.ref.source, e.ref.line)
+        for events in index.by_type.values()
+        for e in events
+    )
+
+
+def _nccl(event: Event) -> bool:
+    return isinstance(event, LogMessage) and event.family == "nccl"
+
+
+def _quote(event: Event) -> str:
+    text = event.message if isinstance(event, LogMessage) else event.text
+    return text if len(text) <= 80 else text[:79] + "…"
