@@ -27,3 +27,11 @@ def test_a_log_that_goes_on_after_set_up_is_not_stuck_there(tmp_path: Path) -> N
     )
     d = analyze([str(tmp_path)]).diagnosis
     assert "LS124" not in {f.code for f in d.findings}
+
+
+def test_threads_creating_communicators_at_once_are_concurrent_use() -> None:
+    (case,) = CORPUS.glob("226-*")
+    d = analyze([str(case)]).diagnosis
+    assert (d.verdict.kind, d.verdict.code) == ("concurrent-use", "LS124")
+    assert d.verdict.summary.startswith("7 threads of rank 0 (v08 pid 1707) create communicators")
+    assert len(d.findings[0].evidence) == 7

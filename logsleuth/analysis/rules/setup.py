@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import replace
 
 from logsleuth.analysis.health import health_proofs
 from logsleuth.analysis.index import EvidenceIndex, Stream
@@ -19,6 +20,7 @@ from logsleuth.model.nccl import (
     NcclCudaDriver,
     NcclEnv,
     NcclGraphTree,
+    NcclInfoNote,
     NcclInterface,
     NcclNetDevices,
     NcclNetPlugin,
@@ -44,6 +46,9 @@ _SETUP_EVENTS = (
     NcclVersion,
 )
 """Lines NCCL prints only while it creates a communicator."""
+
+_RUNTIME_NOTES = frozenset({"proxy-progress", "service-thread-closed", "proxy", "connect-retry"})
+"""INFO notes NCCL prints after set-up too (the others are set-up lines)."""
 
 _SETUP_SUBSYSTEMS = frozenset(
     {"INIT", "NET", "GRAPH", "ENV", "NVLS", "BOOTSTRAP", "P2P", "SHM", "TUNING"}
@@ -79,6 +84,8 @@ def _setup_step(event: Event) -> tuple[bool, frozenset[str]]:
         return event.phase == "START", frozenset({"INIT"})
     if isinstance(event, _SETUP_EVENTS):
         return True, frozenset({"INIT"})
+    if isinstance(event, NcclInfoNote):
+        return event.topic not in _RUNTIME_NOTES, frozenset({"INIT"})
     if isinstance(event, LogMessage) and event.family == "nccl" and event.level == "INFO":
         subsystems = frozenset(event.subsystems)
         return bool(subsystems & _SETUP_SUBSYSTEMS), subsystems
@@ -109,7 +116,10 @@ class SetupNeverFinished(Rule):
     name = "init.setup_unfinished"
     kind = "init-stall"
     fallback = True
-    examples = ("real/corpus/233-nvls-bind-mem-last-line-init-hang-4gpu",)
+    examples = (
+        "real/corpus/233-nvls-bind-mem-last-line-init-hang-4gpu",
+        "real/corpus/226-pytorch-broadcast-from-helper-threads-seven-comms-rank0-init-hang",
+    )
     counterexamples = (
         "rules/two-host-ring",
         "real/corpus/017-negative-4090-p2p-disabled-runs",
@@ -139,6 +149,35 @@ class SetupNeverFinished(Rule):
                 step, advice = what, steps
                 break
         example = ended[streams[0]]
+        threads = _creating_threads(index, streams)
+        if threads:
+            stream, tids, creating = threads
+            yield replace(
+                self.finding(
+                    severity="warning",
+                    title=(
+                        f"{len(tids)} threads of {describe(index, [stream])} create communicators "
+                        "at the same time and none finishes set-up"
+                    ),
+                    detail=(
+                        f"Threads {', '.join(str(t) for t in tids[:8])} of one process each start "
+                        "a communicator; no process logged Init COMPLETE or a collective. Creating "
+                        "(or using) NCCL communicators of one GPU from several threads at once can "
+                        "deadlock: a communicator's set-up allocates CUDA memory, which waits for "
+                        "kernels of the others."
+                    ),
+                    events=creating,
+                    confidence=0.4,
+                    next_steps=(
+                        "Create the communicators (process groups) from one thread, in one order "
+                        "on every rank, before the threads use them; or serialise the threads' "
+                        "collectives.",
+                        "Dump every rank's stacks while it hangs (py-spy dump --native --pid PID).",
+                    ),
+                ),
+                kind="concurrent-use",
+            )
+            return
         yield self.finding(
             severity="warning",
             title=(
@@ -162,6 +201,25 @@ class SetupNeverFinished(Rule):
                 if x
             ),
         )
+
+
+def _creating_threads(
+    index: EvidenceIndex, streams: Iterable[Stream]
+) -> tuple[Stream, list[int], list[Event]] | None:
+    """The process whose threads (3 or more) each started creating a communicator, if any."""
+    for stream in streams:
+        tids: dict[int, str] = {}
+        lines: dict[int, Event] = {}
+        for event in index.all_of(NcclCommInit) + index.all_of(NcclInfoNote):
+            if (event.origin.host, event.origin.pid) != stream or event.origin.tid is None:
+                continue
+            comm = event.comm if isinstance(event, NcclCommInit) else event.field("comm")
+            if comm and (not isinstance(event, NcclInfoNote) or event.topic == "comm-truncated"):
+                tids.setdefault(event.origin.tid, comm)
+                lines.setdefault(event.origin.tid, event)
+        if len(tids) >= 3 and len(set(tids.values())) == len(tids):
+            return stream, sorted(tids), sorted(lines.values(), key=lambda e: e.ref.line)
+    return None
 
 
 def _goes_on(index: EvidenceIndex, ends: Iterable[Event]) -> bool:
