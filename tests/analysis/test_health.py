@@ -34,10 +34,8 @@ def test_a_log_cut_during_init_is_not_healthy(tmp_path: Path) -> None:
     log = tmp_path / "rank0.log"
     log.write_text(INIT_ONLY, encoding="utf-8")
     d = analyze([str(log)]).diagnosis
-    # Not healthy: the best reading is set-up that stopped where the log ends (LS124, a low
-    # confidence), and LS002 still says what evidence is missing.
-    assert (d.verdict.kind, d.verdict.code) == ("init-stall", "LS124")
-    assert d.verdict.confidence < 0.4
+    assert d.verdict.kind == "inconclusive"
+    assert d.verdict.code == "LS002"
     (finding,) = [f for f in d.findings if f.code == "LS002"]
     assert "nothing shows" in finding.title
     assert any("stack" in step for step in finding.next_steps)

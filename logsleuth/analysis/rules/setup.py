@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
 
@@ -63,14 +62,14 @@ _STEPS: tuple[tuple[frozenset[str], str, str], ...] = (
         "on multi-node NVLink) runs and matches the driver version on every node.",
     ),
     (
-        frozenset({"P2P", "SHM"}),
+        frozenset({"P2P"}),
         "intra-node transport set-up (P2P / shared memory)",
         "Retry with NCCL_P2P_DISABLE=1 (then NCCL_SHM_DISABLE=1) to find the transport; check "
         "PCIe ACS and the IOMMU (nvidia-smi topo -m; p2pBandwidthLatencyTest) and /dev/shm.",
     ),
     (
-        frozenset({"NET", "BOOTSTRAP"}),
-        "network or bootstrap set-up",
+        frozenset({"NET"}),
+        "network connection set-up",
         "Check that every host reaches the others on the interface NCCL chose "
         "(NCCL_SOCKET_IFNAME), firewalls, and the IB/RoCE devices (ibv_devinfo); NCCL_IB_DISABLE=1 "
         "tells whether the IB path is the one that hangs.",
@@ -139,17 +138,21 @@ class SetupNeverFinished(Rule):
         ended = {s: e for s, e in last.items() if _setup_step(e)[0]}
         if not ended or len(ended) != len(last):
             return
+        waiting = {_waiting_step(e) for e in ended.values()}
+        threads = _creating_threads(index, ended)
+        if threads is None and None in waiting:
+            # A line NCCL prints before any step that waits (affinity, version, interfaces):
+            # as likely an excerpt cut there as a hang; LS002 says what is missing.
+            return
         if _goes_on(index, ended.values()):
             return  # the file has more after set-up (test results, the program's output)
         streams = sorted(ended, key=lambda s: (str(s[0]), s[1] or 0))
-        subsystems = Counter(sub for e in ended.values() for sub in _setup_step(e)[1])
         step, advice = "communicator set-up", ""
         for names, what, steps in _STEPS:
-            if names & set(subsystems):
+            if names & waiting:
                 step, advice = what, steps
                 break
         example = ended[streams[0]]
-        threads = _creating_threads(index, streams)
         if threads:
             stream, tids, creating = threads
             yield replace(
@@ -201,6 +204,24 @@ class SetupNeverFinished(Rule):
                 if x
             ),
         )
+
+
+def _waiting_step(event: Event) -> str | None:
+    """The kind of set-up step ``event`` shows that waits on something outside the process.
+
+    ``NVLS``: multicast memory binding (the fabric); ``P2P``: an intra-node connection (CUDA
+    IPC, shared memory); ``NET``: a connection over the network. None for the lines NCCL
+    prints before it waits for anything (version, affinity, interfaces, ``Init START``).
+    """
+    if isinstance(event, NcclChannelConnect | NcclConnected):
+        transport = getattr(event, "transport", "") or ""
+        return "NET" if transport.startswith("NET") or not transport else "P2P"
+    if isinstance(event, LogMessage) and event.family == "nccl":
+        subsystems = set(event.subsystems)
+        for name in ("NVLS", "P2P", "SHM"):
+            if name in subsystems:
+                return "P2P" if name == "SHM" else name
+    return None
 
 
 def _creating_threads(
