@@ -80,17 +80,22 @@ def sample_stack(
     timeout_s: float = PYSPY_TIMEOUT_S,
     *,
     subprocesses: bool = False,
+    local_vars: bool = False,
 ) -> StackSample:
     """Run ``py-spy dump --pid PID`` (all threads) with a timeout.
 
     With ``subprocesses`` the dump holds the process's children too (``--subprocesses``):
-    a rank's DataLoader workers, each under its own ``Process PID:`` header.
+    a rank's DataLoader workers, each under its own ``Process PID:`` header. With
+    ``local_vars`` every frame lists its local variables (``--locals``): the peer, tag and
+    group of a rank blocked in ``send``/``recv`` are arguments of that frame.
     """
     if pyspy is None:
         return StackSample(pid, None, "py-spy not found (pip install py-spy)")
     command = [pyspy, "dump", "--pid", str(pid)]
     if subprocesses:
         command.append("--subprocesses")
+    if local_vars:
+        command.append("--locals")
     try:
         done = subprocess.run(
             command,
@@ -115,13 +120,17 @@ def sample_stacks(
     timeout_s: float = PYSPY_TIMEOUT_S,
     *,
     subprocesses: bool = False,
+    local_vars: bool = False,
 ) -> dict[int, StackSample]:
-    """Sample every pid in parallel; return pid -> sample."""
+    """Sample every pid in parallel; return pid -> sample (see :func:`sample_stack`)."""
     if not pids:
         return {}
     with ThreadPoolExecutor(max_workers=min(16, len(pids))) as pool:
         samples = pool.map(
-            lambda p: sample_stack(p, pyspy, timeout_s, subprocesses=subprocesses), pids
+            lambda p: sample_stack(
+                p, pyspy, timeout_s, subprocesses=subprocesses, local_vars=local_vars
+            ),
+            pids,
         )
         return {s.pid: s for s in samples}
 

@@ -445,8 +445,12 @@ class _Watcher:
             # --subprocesses: a rank's DataLoader workers are where a data stall is. Without
             # known ranks every job process is a target, and a launcher's dump would repeat
             # its children's.
+            # --locals: the peer of a rank blocked in send/recv is an argument of that frame.
             samples = sample_stacks(
-                [pid for _, pid in targets], self.pyspy, subprocesses=bool(self.ranks)
+                [pid for _, pid in targets],
+                self.pyspy,
+                subprocesses=bool(self.ranks),
+                local_vars=True,
             )
             failed = 0
             children = 0
