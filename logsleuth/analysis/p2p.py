@@ -28,7 +28,13 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from logsleuth.analysis.index import EvidenceIndex
-from logsleuth.analysis.p2p_sources import flight_ops, proxy_ops, stack_ops
+from logsleuth.analysis.p2p_sources import (
+    flight_ops,
+    last_proxy_dumps,
+    proxy_collectives,
+    proxy_ops,
+    stack_ops,
+)
 from logsleuth.analysis.rules.stacks import proc_stacks
 from logsleuth.analysis.stack_classify import classify_dump
 from logsleuth.analysis.stacks import ProcStack
@@ -73,7 +79,9 @@ class _Match:
                 self.history[(op.rank, op.peer, op.op)] += 1
 
     def answer(self, op: P2POp) -> P2POp | None:
-        return next((o for o in self.by_rank.get(op.peer or -1, []) if _answers(op, o)), None)
+        if op.peer is None:
+            return None
+        return next((o for o in self.by_rank.get(op.peer, []) if _answers(op, o)), None)
 
     def unanswered(self) -> list[P2POp]:
         return [o for o in self.pending if o.peer is not None and self.answer(o) is None]
@@ -194,7 +202,7 @@ def _sinks(stuck: list[P2PStuck]) -> list[int]:
 
 
 def _decide(
-    stuck: list[P2PStuck], transport: list[P2PStuck], match: _Match
+    stuck: list[P2PStuck], transport: list[P2PStuck], seen: set[int]
 ) -> tuple[list[int], str, str, list[P2PStuck]]:
     """Return (culprits, kind, summary, the stuck ops that show it)."""
     wrong = _wrong_peer(stuck)
@@ -229,7 +237,7 @@ def _decide(
         return culprits, "collective-mismatch", named[0].summary, cycle
     if transport:
         waiting = {s.waiter for s in transport} | {s.peer for s in transport}
-        idle = len({o.rank for o in match.ops} - waiting)
+        idle = len(seen - waiting)
         first = transport[0]
         summary = first.summary
         if idle:
@@ -241,16 +249,18 @@ def _decide(
 def build_p2p(index: EvidenceIndex) -> P2PView | None:
     """Return the point-to-point view of the job, or None when no source shows a P2P op."""
     procs = proc_stacks(index)
-    ops = [*stack_ops(procs), *proxy_ops(index), *flight_ops(index)]
+    dumps = last_proxy_dumps(index)
+    ops = [*stack_ops(procs), *proxy_ops(dumps), *flight_ops(index)]
     if not ops:
         return None
     match = _Match(ops)
     if not match.pending:
         return P2PView(sources=tuple(sorted({o.source for o in ops})))
-    where = _where_of(procs)
+    where = {**proxy_collectives(dumps), **_where_of(procs)}
     stuck = [_stuck(match, op, where) for op in match.unanswered()]
     transport = _in_transport(match)
-    culprits, kind, summary, shown = _decide(stuck, transport, match)
+    seen = {o.rank for o in ops} | set(dumps) | {p.rank for p in procs if p.rank is not None}
+    culprits, kind, summary, shown = _decide(stuck, transport, seen)
     order = {id(s): n for n, s in enumerate(shown)}
     stuck_all = sorted(
         {id(s): s for s in [*shown, *stuck]}.values(),

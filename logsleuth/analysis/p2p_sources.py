@@ -105,23 +105,27 @@ def stack_ops(procs: list[ProcStack]) -> list[P2POp]:
     return found
 
 
-def proxy_ops(index: EvidenceIndex) -> list[P2POp]:
-    """Return every Send/Recv sub-op of the last proxy-state dump of each rank.
-
-    The peer a proxy dump prints is a rank of the op's communicator, which the dump does
-    not name: it is taken as the global rank (the world communicator, the usual case of
-    pipeline stages talking through the default group).
-    """
+def last_proxy_dumps(index: EvidenceIndex) -> dict[int, NcclProxyDump]:
+    """Return the last proxy-state dump of each rank that printed one."""
     last: dict[int, NcclProxyDump] = {}
     for dump in index.all_of(NcclProxyDump):
         rank = dump.origin.rank
         if rank is None:
             rank = index.rank_of(dump.origin.host, dump.origin.pid)
-        if rank is None:
-            continue
-        last[rank] = dump  # events come in input order: the later dump wins
+        if rank is not None:
+            last[rank] = dump  # events come in input order: the later dump wins
+    return last
+
+
+def proxy_ops(dumps: dict[int, NcclProxyDump]) -> list[P2POp]:
+    """Return every Send/Recv sub-op of the proxy-state dumps, by rank.
+
+    The peer a proxy dump prints is a rank of the op's communicator, which the dump does
+    not name: it is taken as the global rank (the world communicator, the usual case of
+    pipeline stages talking through the default group).
+    """
     found: list[P2POp] = []
-    for rank, dump in sorted(last.items()):
+    for rank, dump in sorted(dumps.items()):
         quote = Evidence(dump.ref.source, dump.ref.line, dump.text)
         for _pool, _slot, count, kind, subs in dump.ops:
             if kind not in ("Send", "Recv"):
@@ -140,6 +144,17 @@ def proxy_ops(index: EvidenceIndex) -> list[P2POp]:
                     )
                 )
     return found
+
+
+def proxy_collectives(dumps: dict[int, NcclProxyDump]) -> dict[int, str]:
+    """Where the proxy dump shows a rank instead: in a collective (its first active Coll)."""
+    where: dict[int, str] = {}
+    for rank, dump in sorted(dumps.items()):
+        for _pool, _slot, count, kind, subs in dump.ops:
+            if kind == "Coll" and any(status != "D" for _peer, status, _ch in subs):
+                where[rank] = f"a collective (NCCL proxy: Coll at opCount {count:#x})"
+                break
+    return where
 
 
 def flight_ops(index: EvidenceIndex) -> list[P2POp]:

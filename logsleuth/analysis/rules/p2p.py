@@ -52,6 +52,12 @@ def _hosts_pids(index: EvidenceIndex, ranks: Iterable[int]) -> tuple[list[str], 
     return hosts, pids
 
 
+def _label(index: EvidenceIndex, rank: int) -> str:
+    proc = index.proc_of_rank(rank)
+    host = proc.host if proc is not None else None
+    return f"rank {rank} ({host})" if host else f"rank {rank}"
+
+
 def _chain(index: EvidenceIndex, culprits: tuple[int, ...]) -> str:
     """The wait chain from the farthest waiter to the culprit: ``rank 3 -> rank 2 -> rank 1``."""
     analysis = wait_for(index)
@@ -132,6 +138,8 @@ class P2PFrontier(Rule):
         others = [s.summary for s in view.stuck if s not in shown[:1]][:3]
         if others:
             detail += " Also: " + "; ".join(others) + "."
+        if view.kind == "collective-timeout" and len(view.culprits) == 2:
+            detail += " The link: " + " <-> ".join(_label(index, r) for r in view.culprits) + "."
         detail += f" Sources: {', '.join(view.sources)}."
         evidence: list[Evidence] = []
         for item in view.stuck:

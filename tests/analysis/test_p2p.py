@@ -1,0 +1,156 @@
+"""Point-to-point matching (analysis/p2p.py) and LS124: the last stuck send/recv and whose it is.
+
+The must-fire cases are the real 4-rank gloo bundles under fixtures/real/live/ captured with
+``logsleuth repro run NAME --live`` (stacks taken with ``py-spy dump --locals``, so the
+peer of each blocked send/recv is known); each names exactly its culprit stage and kind.
+The small dumps written here are the must-not-fire cases and the edge cases.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from logsleuth.api import analyze
+from logsleuth.model.diagnosis import Diagnosis
+from logsleuth.report.json import build_json
+
+LIVE = Path(__file__).resolve().parents[2] / "fixtures" / "real" / "live"
+
+
+def _diagnose(*paths: Path | str) -> Diagnosis:
+    return analyze([str(p) for p in paths]).diagnosis
+
+
+@pytest.mark.parametrize(
+    ("bundle", "kind", "culprit", "waiter", "fragment"),
+    [
+        # rank 1 receives from rank 2 instead of rank 0: 1 and 2 both recv from each other,
+        # rank 0 waits in its send to 1
+        (
+            "pipeline-wrong-peer",
+            "collective-mismatch",
+            1,
+            0,
+            "rank 1 waits to receive from rank 2 while rank 0 waits to send to rank 1",
+        ),
+        # rank 1 drops its last send to rank 2 and waits in the final barrier
+        (
+            "pipeline-drop-send",
+            "missing-collective",
+            1,
+            2,
+            "rank 1 never posted that send: it is in barrier at finish",
+        ),
+        # rank 1 sends to rank 3, skipping rank 2, which waits to receive from it
+        (
+            "ring-skip-hop",
+            "collective-mismatch",
+            1,
+            2,
+            "rank 1 waits to send to rank 3 while rank 2 waits to receive from rank 1",
+        ),
+    ],
+)
+def test_pipeline_bundle_names_exactly_the_culprit_stage(
+    bundle: str, kind: str, culprit: int, waiter: int, fragment: str
+) -> None:
+    d = _diagnose(LIVE / bundle)
+    assert (d.verdict.kind, d.verdict.culprit_ranks) == (kind, (culprit,)), [
+        f"{f.code} {f.kind} {f.ranks} {f.title}" for f in d.findings[:4]
+    ]
+    top = d.findings[0]
+    assert top.code == "LS124"
+    assert fragment in top.title + " " + top.detail
+    # No waiting stage is blamed at the culprit's level.
+    critical = [f for f in d.findings if f.severity == "critical"]
+    assert all(set(f.ranks) <= {culprit} for f in critical), [(f.code, f.ranks) for f in critical]
+    # The wait-for graph ends at the culprit, with a p2p edge from the stage that waits on it.
+    assert d.waitfor is not None
+    assert d.waitfor.culprits == (f"rank {culprit}",)
+    edge = next(e for e in d.waitfor.edges if e.waiter == f"rank {waiter}")
+    assert (edge.waits_for, edge.source) == (f"rank {culprit}", "p2p")
+    assert d.p2p is not None and d.p2p.culprits == (culprit,)
+
+
+def test_drop_send_wait_chain_runs_from_the_last_stage_to_the_culprit() -> None:
+    d = _diagnose(LIVE / "pipeline-drop-send")
+    assert "Wait chain: rank 3 -> rank 2 -> rank 1." in d.findings[0].detail
+    assert d.waitfor is not None
+    # rank 1 (in the barrier) does not "wait for" the stages that wait on it
+    assert not [e for e in d.waitfor.edges if e.waiter == "rank 1"]
+
+
+def test_p2p_json_names_the_pair_and_the_ops_on_both_sides() -> None:
+    data = build_json(_diagnose(LIVE / "pipeline-wrong-peer"))
+    p2p = data["p2p"]
+    assert isinstance(p2p, dict)
+    assert p2p["culprits"] == [1] and p2p["kind"] == "collective-mismatch"
+    assert p2p["sources"] == ["stacks"]
+    pending = {(o["rank"], o["op"], o["peer"]) for o in p2p["pending"]}
+    assert pending == {(0, "send", 1), (1, "recv", 2), (2, "recv", 1), (3, "recv", 2)}
+    deadlock = next(s for s in p2p["stuck"] if s["waiter"] == 1)
+    assert deadlock["kind"] == "deadlock" and deadlock["peer"] == 2
+    assert deadlock["peer_op"]["op"] == "recv" and deadlock["peer_op"]["peer"] == 1
+    assert deadlock["op"]["where"] == "recv at main (pipeline_wrong_peer.py:30)"
+    assert deadlock["op"]["evidence"]["source"] == "stacks/rank1.2.txt"
+    json.dumps(data)  # plain JSON values only
+
+
+def test_bundles_without_point_to_point_ops_have_no_p2p_view() -> None:
+    d = _diagnose(LIVE / "skip-collective")
+    assert d.p2p is None
+    assert build_json(d)["p2p"] is None
+    assert all(f.code != "LS124" for f in d.findings)
+
+
+_STACK = """Process {pid}: python train.py
+Python v3.11.7 (/usr/bin/python3.11)
+
+Thread {pid} (idle): "MainThread"
+    {call} (torch/distributed/distributed_c10d.py:2799)
+        Arguments:
+            tensor: <Tensor at 0x7f6987f081e0>
+            {arg}: {peer}
+            group: None
+            tag: 0
+    main (train.py:{line})
+"""
+
+
+def _write_stack(directory: Path, rank: int, call: str, peer: int, line: int) -> None:
+    arg = "dst" if call == "send" else "src"
+    text = _STACK.format(pid=100 + rank, call=call, arg=arg, peer=peer, line=line)
+    for snapshot in (1, 2):
+        (directory / f"rank{rank}.{snapshot}.txt").write_text(text, encoding="utf-8")
+
+
+def test_a_matched_send_and_recv_is_not_a_culprit(tmp_path: Path) -> None:
+    # rank 0 sends to 1 and rank 1 receives from 0: a transfer caught in flight
+    _write_stack(tmp_path, 0, "send", 1, 10)
+    _write_stack(tmp_path, 1, "recv", 0, 20)
+    d = _diagnose(tmp_path)
+    assert d.p2p is not None
+    assert d.p2p.culprits == () and d.p2p.stuck == ()
+    assert all(f.code != "LS124" for f in d.findings)
+
+
+def test_two_ranks_receiving_from_each_other_are_a_deadlock(tmp_path: Path) -> None:
+    _write_stack(tmp_path, 0, "recv", 1, 10)
+    _write_stack(tmp_path, 1, "recv", 0, 20)
+    d = _diagnose(tmp_path)
+    assert d.p2p is not None
+    assert d.p2p.kind == "collective-mismatch"
+    assert d.p2p.culprits == (0, 1)
+    assert {s.kind for s in d.p2p.stuck} == {"deadlock"}
+    assert d.verdict.kind == "collective-mismatch"
+    assert "wait for each other" in d.verdict.summary
+
+
+def test_a_proxy_dump_without_a_prefix_or_known_pid_is_set_aside(tmp_path: Path) -> None:
+    # The dump names no rank: its ops cannot be placed, so they are not guessed at.
+    (tmp_path / "out.log").write_text("ACTIVE OPS\n[0-3|28| Recv 4R/2]\n[X]\n", encoding="utf-8")
+    d = _diagnose(tmp_path / "out.log")
+    assert d.p2p is None
