@@ -24,7 +24,7 @@ The frontier, in order of what the evidence proves:
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 
 from logsleuth.analysis.index import EvidenceIndex
@@ -38,6 +38,7 @@ from logsleuth.analysis.p2p_sources import (
 from logsleuth.analysis.rules.stacks import proc_stacks
 from logsleuth.analysis.stack_classify import classify_dump
 from logsleuth.analysis.stacks import ProcStack
+from logsleuth.model.flight import FlightRecorderDump
 from logsleuth.model.p2p import P2POp, P2PStuck, P2PView
 
 MAX_PENDING = 64
@@ -67,16 +68,24 @@ def _where_of(procs: list[ProcStack]) -> dict[int, str]:
 class _Match:
     """The pending ops of a job, indexed for matching."""
 
-    def __init__(self, ops: Iterable[P2POp]) -> None:
+    def __init__(self, ops: Iterable[P2POp], recorded: Iterable[int] = ()) -> None:
         self.ops = sorted(ops, key=_op_key)
         self.pending = [o for o in self.ops if o.status != "done"]
         self.by_rank: dict[int, list[P2POp]] = defaultdict(list)
         for op in self.pending:
             self.by_rank[op.rank].append(op)
+        self.recorded = set(recorded)
+        """Ranks with a flight-recorder dump: their P2P history is known."""
         self.history: dict[tuple[int, int, str], int] = defaultdict(int)
         for op in self.ops:
             if op.peer is not None and op.source == "flight-recorder":
                 self.history[(op.rank, op.peer, op.op)] += 1
+
+    def count(self, rank: int, peer: int, op: str) -> int | None:
+        """Ops ``rank`` posted towards ``peer`` in its flight record; None without one."""
+        if rank not in self.recorded:
+            return None
+        return self.history.get((rank, peer, op), 0)
 
     def answer(self, op: P2POp) -> P2POp | None:
         if op.peer is None:
@@ -109,8 +118,8 @@ def _stuck(match: _Match, op: P2POp, where: dict[int, str]) -> P2PStuck:
     back = next((o for o in theirs if o.peer == op.rank and o.op == op.op), None)
     busy = next((o for o in theirs if o.peer != op.rank), None)
     sender, receiver = (op.rank, peer) if op.op == "send" else (peer, op.rank)
-    sent = match.history.get((sender, receiver, "send"))
-    received = match.history.get((receiver, sender, "recv"))
+    sent = match.count(sender, receiver, "send")
+    received = match.count(receiver, sender, "recv")
     mine = f"rank {op.rank} waits to {op.describe()}{_at(op)}"
     elsewhere = where.get(peer, "")
     if back is not None:
@@ -125,6 +134,11 @@ def _stuck(match: _Match, op: P2POp, where: dict[int, str]) -> P2PStuck:
         missing = "send" if op.op == "recv" else "recv"
         instead = f": it is in {elsewhere}" if elsewhere else ""
         text = f"{mine}; rank {peer} never posted that {missing}{instead}"
+        if sent is not None and received is not None:
+            text += (
+                f" (rank {sender} posted {sent} send(s) to rank {receiver}, "
+                f"which posted {received} recv(s) from it)"
+            )
     return P2PStuck(
         kind=kind,
         waiter=op.rank,
@@ -201,11 +215,45 @@ def _sinks(stuck: list[P2PStuck]) -> list[int]:
     return [e for e in ends if reach[e] == best]
 
 
+def _offset(op: P2POp, world: int) -> int | None:
+    """The hop of an op along the flow of data: +1 for a send to the next rank or a recv
+    from the previous one (mod the world)."""
+    if op.peer is None or world <= 0:
+        return None
+    hop = op.peer - op.rank if op.op == "send" else op.rank - op.peer
+    return hop % world
+
+
+def _odd_ones(
+    wrong: list[tuple[int, P2PStuck, P2PStuck]], match: _Match, world: int
+) -> list[tuple[int, P2PStuck, P2PStuck]]:
+    """Of several wrong-peer candidates, keep those whose hop differs from the usual hop.
+
+    In a ring or a pipeline every rank sends one hop on and receives from one hop back; a
+    rank that receives from the previous stage while the odd one sends to it is not the
+    one that named the wrong peer.
+    """
+    if len(wrong) < 2:
+        return wrong
+    hops = Counter(h for o in match.pending if (h := _offset(o, world)) is not None)
+    if not hops:
+        return wrong
+    usual, count = hops.most_common(1)[0]
+    if list(hops.values()).count(count) > 1:
+        return wrong  # no majority: the evidence cannot tell them apart
+    odd = [w for w in wrong if _offset(w[1].op, world) != usual]
+    return odd or wrong
+
+
 def _decide(
-    stuck: list[P2PStuck], transport: list[P2PStuck], seen: set[int]
+    stuck: list[P2PStuck],
+    transport: list[P2PStuck],
+    seen: set[int],
+    match: _Match,
+    world: int,
 ) -> tuple[list[int], str, str, list[P2PStuck]]:
     """Return (culprits, kind, summary, the stuck ops that show it)."""
-    wrong = _wrong_peer(stuck)
+    wrong = _odd_ones(_wrong_peer(stuck), match, world)
     if wrong:
         culprits = sorted({c for c, _, _ in wrong})
         culprit, mine, other = wrong[0]
@@ -250,17 +298,19 @@ def build_p2p(index: EvidenceIndex) -> P2PView | None:
     """Return the point-to-point view of the job, or None when no source shows a P2P op."""
     procs = proc_stacks(index)
     dumps = last_proxy_dumps(index)
+    recorded = [d.rank for d in index.all_of(FlightRecorderDump) if d.rank is not None]
     ops = [*stack_ops(procs), *proxy_ops(dumps), *flight_ops(index)]
     if not ops:
         return None
-    match = _Match(ops)
+    match = _Match(ops, recorded)
     if not match.pending:
         return P2PView(sources=tuple(sorted({o.source for o in ops})))
     where = {**proxy_collectives(dumps), **_where_of(procs)}
     stuck = [_stuck(match, op, where) for op in match.unanswered()]
     transport = _in_transport(match)
     seen = {o.rank for o in ops} | set(dumps) | {p.rank for p in procs if p.rank is not None}
-    culprits, kind, summary, shown = _decide(stuck, transport, seen)
+    world = index.world_size or (max(seen) + 1 if seen else 0)
+    culprits, kind, summary, shown = _decide(stuck, transport, seen, match, world)
     order = {id(s): n for n, s in enumerate(shown)}
     stuck_all = sorted(
         {id(s): s for s in [*shown, *stuck]}.values(),

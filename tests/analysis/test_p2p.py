@@ -154,3 +154,79 @@ def test_a_proxy_dump_without_a_prefix_or_known_pid_is_set_aside(tmp_path: Path)
     (tmp_path / "out.log").write_text("ACTIVE OPS\n[0-3|28| Recv 4R/2]\n[X]\n", encoding="utf-8")
     d = _diagnose(tmp_path / "out.log")
     assert d.p2p is None
+
+
+def test_of_two_wrong_peer_candidates_the_one_off_the_usual_hop_is_named(tmp_path: Path) -> None:
+    # A ring of 4 where rank 2 sends to rank 0 (two hops on): rank 0 receives from its
+    # neighbour 3 while rank 2 waits to send to it, but only rank 2 left the ring's hop.
+    _write_stack(tmp_path, 0, "recv", 3, 10)
+    _write_stack(tmp_path, 1, "send", 2, 10)
+    _write_stack(tmp_path, 2, "send", 0, 11)
+    _write_stack(tmp_path, 3, "recv", 2, 10)
+    d = _diagnose(tmp_path)
+    assert (d.verdict.kind, d.verdict.culprit_ranks) == ("collective-mismatch", (2,))
+    assert d.verdict.summary == (
+        "rank 2 waits to send to rank 0 while rank 3 waits to receive from rank 2: "
+        "rank 2 named the wrong peer"
+    )
+
+
+def test_the_text_report_shows_the_frontier() -> None:
+    from logsleuth.report.text import render_text
+
+    text = render_text(_diagnose(LIVE / "pipeline-drop-send"), width=200)
+    section = text.split("POINT-TO-POINT FRONTIER\n", 1)[1].split("\n\n", 1)[0]
+    assert section.splitlines()[0] == "  waiting ends at rank 1 (missing-collective)"
+    assert "rank 2 -> rank 1  rank 2 waits to receive from rank 1" in section
+    assert "rank 3 -> rank 2  rank 3 waits to receive from rank 2" in section
+
+
+def _fr_dump(rank: int, entries: list[tuple[str, int, int, str]]) -> str:
+    """A flight-recorder JSON dump of P2P entries (op, peer, p2p_seq_id, state)."""
+    arrow = {"send": "->", "recv": "<-"}
+    return json.dumps(
+        {
+            "version": "2.10",
+            "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
+            "pg_status": {},
+            "entries": [
+                {
+                    "record_id": n,
+                    "pg_id": 0,
+                    "process_group": ["0", "default_pg"],
+                    "collective_seq_id": 0,
+                    "p2p_seq_id": seq,
+                    "op_id": n + 1,
+                    "profiling_name": f"nccl:{op} {rank}{arrow[op]}{peer}",
+                    "is_p2p": True,
+                    "input_sizes": [[1024]],
+                    "output_sizes": [[1024]],
+                    "input_dtypes": ["Float"],
+                    "output_dtypes": ["Float"],
+                    "state": state,
+                    "retired": state == "completed",
+                    "timeout_ms": 600000,
+                    "frames": [{"name": "forward_step", "filename": "pp.py", "line": 40}],
+                }
+                for n, (op, peer, seq, state) in enumerate(entries)
+            ],
+        }
+    )
+
+
+def test_flight_recorder_p2p_entries_are_matched_with_their_history(tmp_path: Path) -> None:
+    # rank 1 posted 4 recvs from rank 0 (the last one pending); rank 0 sent only 3
+    fr = tmp_path / "fr"
+    fr.mkdir()
+    done = [("send", 1, seq, "completed") for seq in (1, 2, 3)]
+    (fr / "rank_0.json").write_text(_fr_dump(0, done), encoding="utf-8")
+    recvs = [("recv", 0, seq, "completed") for seq in (1, 2, 3)] + [("recv", 0, 4, "started")]
+    (fr / "rank_1.json").write_text(_fr_dump(1, recvs), encoding="utf-8")
+    d = _diagnose(fr)
+    assert d.p2p is not None and d.p2p.sources == ("flight-recorder",)
+    assert (d.p2p.kind, d.p2p.culprits) == ("missing-collective", (0,))
+    stuck = d.p2p.stuck[0]
+    assert (stuck.waiter, stuck.peer, stuck.op.seq) == (1, 0, 4)
+    assert (stuck.sent, stuck.received) == (3, 4)
+    assert "rank 1 waits to receive from rank 0 at p2p_seq_id 4" in stuck.summary
+    assert "(rank 0 posted 3 send(s) to rank 1, which posted 4 recv(s) from it)" in stuck.summary
