@@ -230,3 +230,14 @@ def test_flight_recorder_p2p_entries_are_matched_with_their_history(tmp_path: Pa
     assert (stuck.sent, stuck.received) == (3, 4)
     assert "rank 1 waits to receive from rank 0 at p2p_seq_id 4" in stuck.summary
     assert "(rank 0 posted 3 send(s) to rank 1, which posted 4 recv(s) from it)" in stuck.summary
+
+
+def test_the_html_report_shows_the_frontier() -> None:
+    from logsleuth.report.html import render_html
+
+    page = render_html(_diagnose(LIVE / "ring-skip-hop"))
+    section = page.split('<section id="p2p">', 1)[1].split("</section>", 1)[0]
+    assert "Waiting ends at rank 1" in section
+    assert "<td>rank 2 \u2192 rank 1</td><td>peer-busy</td>" in section
+    assert "rank 3 never posted that recv" in section
+    assert '<section id="p2p">' not in render_html(_diagnose(LIVE / "skip-collective"))
