@@ -69,7 +69,8 @@ class _Match:
     """The pending ops of a job, indexed for matching."""
 
     def __init__(self, ops: Iterable[P2POp], recorded: Iterable[int] = ()) -> None:
-        self.ops = sorted(ops, key=_op_key)
+        # An op to the rank itself (NCCL copies it locally) has no peer to wait for.
+        self.ops = sorted((o for o in ops if o.peer != o.rank), key=_op_key)
         self.pending = [o for o in self.ops if o.status != "done"]
         self.by_rank: dict[int, list[P2POp]] = defaultdict(list)
         for op in self.pending:

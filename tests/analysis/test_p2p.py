@@ -241,3 +241,12 @@ def test_the_html_report_shows_the_frontier() -> None:
     assert "<td>rank 2 \u2192 rank 1</td><td>peer-busy</td>" in section
     assert "rank 3 never posted that recv" in section
     assert '<section id="p2p">' not in render_html(_diagnose(LIVE / "skip-collective"))
+
+
+def test_a_proxy_op_to_the_rank_itself_is_not_a_wait(tmp_path: Path) -> None:
+    (tmp_path / "job.log").write_text(
+        "[rank3]:ACTIVE OPS\n[rank3]:[0-1|9| Send 3S/0]\n[rank3]:[X]\n", encoding="utf-8"
+    )
+    d = _diagnose(tmp_path / "job.log")
+    assert d.p2p is not None
+    assert (d.p2p.pending, d.p2p.stuck, d.p2p.culprits) == ((), (), ())
