@@ -62,17 +62,24 @@ def score_case(verdict: dict[str, Any], truth: dict[str, Any]) -> float:
     return best
 
 
-def _ece(pairs: list[tuple[float, float]], bins: int = 5) -> float:
-    """Expected calibration error: how far stated confidence is from the share right, per bin."""
-    error = 0.0
+def _reliability(
+    pairs: list[tuple[float, float]], bins: int = 5
+) -> list[tuple[str, int, float, float]]:
+    """Per confidence bin: its range, the verdicts in it, their mean stated confidence, share right."""
+    table = []
     for b in range(bins):
         low, high = b / bins, (b + 1) / bins
         members = [(c, r) for c, r in pairs if low <= c < high or (b == bins - 1 and c == 1.0)]
         if members:
             stated = sum(c for c, _ in members) / len(members)
             right = sum(r for _, r in members) / len(members)
-            error += len(members) / len(pairs) * abs(stated - right)
-    return error
+            table.append((f"{low:.1f}-{high:.1f}", len(members), stated, right))
+    return table
+
+
+def _ece(pairs: list[tuple[float, float]], bins: int = 5) -> float:
+    """Expected calibration error: how far stated confidence is from the share right, per bin."""
+    return sum(n / len(pairs) * abs(s - r) for _, n, s, r in _reliability(pairs, bins))
 
 
 def test_corpus_score(figures: list[tuple[str, str]]) -> None:
@@ -97,6 +104,10 @@ def test_corpus_score(figures: list[tuple[str, str]]) -> None:
     lines.append(f"score {total:.1f}/{len(CASES)} ({100 * share:.0f}%)")
     lines.append(f"healthy verdicts on cases that are not healthy: {len(healthy_wrong)}")
     lines.append(f"expected calibration error of the verdict confidence: {_ece(calibration):.2f}")
+    lines += [
+        f"  confidence {span}: {n:2d} verdicts, stated {stated:.2f}, right {right:.2f}"
+        for span, n, stated, right in _reliability(calibration)
+    ]
     figures.append(("corpus score (truth.json of every case)", "\n".join(lines)))
     assert share >= SCORE_FLOOR, "\n".join(lines)
     # healthy only when proven: no failure case may come out healthy.
@@ -141,3 +152,58 @@ def test_cli_exit_code_and_json(case: Path) -> None:
     expected = 0 if data["verdict"]["kind"] == "healthy" else 1
     assert result.returncode == expected
     assert result.stderr.startswith("VERDICT ")
+
+
+MESSAGE_CASES = (
+    "001-horovod-duplicate-gpu-all-on-busid-1000",
+    "003-ci-pod-dev-shm-exhausted",
+    "007-roce-status12-then-status5-flush",
+    "021-nccl-version-mismatch-across-nodes",
+    "024-socket-broken-pipe-abort-complete-watchdog",
+    "028-bootstrap-connect-refused-foreign-ip",
+    "201-vllm-llama405b-dev-shm-segment-error-only",
+    "202-dfine-duplicate-gpu-hardcoded-device-error-only",
+    "205-jax-distributed-roce-irdma-modify-qp-einval-quoted",
+    "206-torchrun-no-route-to-host-wrong-iface-error-only",
+    "207-kubeflow-pod-dev-shm-64mb-posix-fallocate-short-prefix",
+    "211-llamafactory-c10d-connect-placeholder-master-addr-title-only",
+    "213-llmd-vllm-dp16-stale-nccl-shm-segments-crashloop",
+    "214-sglang-tp16-two-node-no-route-to-host-bootstrap",
+    "215-horovod-nccl242-shm-hostregister-invalid-argument-rank2",
+    "219-nccl-tests-218-internal-error-please-report-title-only-inconclusive",
+    "221-llamafactory-streaming-dispatch-batches-watchdog-stuck-480s",
+    "222-vllm-ray-worker-custom-allreduce-nccl2181-cuda-invalid-argument",
+    "224-p5-h100-nccl-deadlock-fabricmanager-driver-version-mismatch",
+    "228-ray-lightning-pid-prefix-p2p-ipc-217-peer-access-per-worker-gpu",
+    "230-tf-mirroredstrategy-srun-pyxis-ibv-create-qp-failed-memlock",
+    "236-oom-one-init-thread-others-wait-bootstrap",
+    "237-desync-report-rank7-didnt-join-183",
+    "238-ib-error12-nics-not-connected-shared-rdma-plugin",
+    "239-sharp-job-create-fails-collnet-falls-back-p2p",
+    "242-net-plugin-on-some-nodes-only-hang-quoted",
+    "248-mpirun-np40-g4-on-4gpu-node-invalid-device-ordinal",
+    "249-ten-l40s-one-process-peer-mapping-exhausted-p2p-disabled",
+    "250-ci-h100-nvls-multicast-bind-error-401-fabric-manager",
+    "251-h200-nvls-cuda-999-unknown-error-fm-restart",
+    "252-ib-reg-mr-cannot-allocate-memory-ulimit-l-8192-title-only",
+    "253-two-servers-both-named-node1-p2p-ipc-across-hosts",
+    "254-deepep-nvshmem-fatal-ipc-failure-identical-hostnames",
+    "255-hostname-prefix-strip-p2p-ipc-across-hosts",
+    "257-nvshmem-ibgda-devx-uar-fails-unprivileged-container",
+    "259-bootstrap-fails-peer-closes-before-magic-port-scan",
+)
+"""The cases whose root cause is a message NCCL, torch or a framework printed (a WARN, an
+error, a report): each must be diagnosed with an accepted kind and culprit side (the
+writer, the peer or the host the message names), from a quoted line."""
+
+
+@pytest.mark.parametrize("name", MESSAGE_CASES, ids=lambda n: n[:3])
+def test_a_printed_root_cause_is_diagnosed_with_kind_and_side(name: str) -> None:
+    (case,) = [c for c in CASES if c.name.startswith(name[:40])]
+    truth = json.loads((case / "truth.json").read_text())
+    document = build_json(analyze(_inputs(case)).diagnosis)
+    verdict, findings = document["verdict"], document["findings"]
+    assert isinstance(verdict, dict) and isinstance(findings, list)
+    assert score_case(verdict, truth) == 1.0, (verdict["kind"], verdict["culprit_ranks"])
+    (top,) = [f for f in findings[:1] if f["code"] == verdict["code"]]
+    assert top["evidence"], "the verdict's finding quotes no line"

@@ -56,6 +56,20 @@ time out; a stalled rank makes a collective time out; threads that race on one
 communicator make the ranks' collectives mismatch)."""
 
 
+_POSITION_KINDS = frozenset(
+    {
+        "missing-collective",
+        "collective-mismatch",
+        "collective-timeout",
+        "non-collective-stall",
+        "init-stall",
+        "watchdog-stuck",
+        "concurrent-use",
+    }
+)
+"""Verdict kinds that say where each rank is, so that ranks without evidence weaken them."""
+
+
 def _rank_key(finding: Finding) -> tuple[int, int, float, str, str]:
     return (
         -SEVERITIES.index(finding.severity),
@@ -150,32 +164,36 @@ def _truncated_ranks(index: EvidenceIndex) -> set[int]:
     return ranks
 
 
-def _verdict(findings: Sequence[Finding], coverage: float, truncated: set[int]) -> Verdict:
-    """Restate the primary finding with a confidence that says what the evidence lacks.
+def _lead(
+    findings: list[Finding], coverage: float, truncated: set[int]
+) -> tuple[list[Finding], bool]:
+    """Put the finding the verdict restates first, with the confidence the verdict states.
 
-    The finding's own confidence is lowered for ranks without any evidence (coverage), for
-    a rival finding as severe and nearly as sure that blames other ranks (ambiguity), and
-    for a culprit whose stack dump is truncated.
+    That is the most serious finding; when it is only LS002 (nothing failed, nothing proves
+    health), a degradation that was seen is the better answer and leads instead. Its
+    confidence is lowered for ranks without any evidence (coverage), for a rival finding as
+    severe and nearly as sure that blames other ranks (ambiguity), and for a culprit whose
+    stack dump is truncated; the verdict and the finding then state the same figure.
+    Returns the findings and whether one leads (False: nothing serious, the run is healthy).
     """
     serious = [f for f in findings if f.severity in ("error", "critical")]
     if not serious:
-        return Verdict(
-            kind="healthy",
-            summary="No failure or hang was found, and the evidence shows the run ended "
-            "normally or was progressing.",
-            confidence=0.6,
-        )
+        return findings, False
     top = serious[0]
+    confidence = top.confidence
     if top.code == "LS002":
-        # Nothing failed and nothing proves health: a degradation seen is the best answer.
         degraded = [f for f in findings if f.severity == "warning" and f.kind != "inconclusive"]
         if degraded:
-            top = replace(degraded[0], confidence=round(degraded[0].confidence * 0.8, 2))
-    factor = 0.7 + 0.3 * coverage
+            top = degraded[0]
+            confidence = top.confidence * 0.8
+    # A claim about where every rank is (a hang's kinds) is weaker for each rank without
+    # evidence; a failure a process printed about itself is not.
+    factor = 0.7 + 0.3 * coverage if top.kind in _POSITION_KINDS else 1.0
     rivals = [
         f
-        for f in serious[1:]
-        if f.severity == top.severity
+        for f in serious
+        if f is not top
+        and f.severity == top.severity
         and f.ranks
         and top.ranks
         and not set(f.ranks) & set(top.ranks)
@@ -185,14 +203,27 @@ def _verdict(findings: Sequence[Finding], coverage: float, truncated: set[int]) 
         factor *= 0.8
     if truncated & set(top.ranks):
         factor *= 0.85
-    confidence = round(top.confidence * factor, 2)
+    lead = replace(top, confidence=round(confidence * factor, 2))
+    return [lead, *(f for f in findings if f is not top)], True
+
+
+def _verdict(findings: Sequence[Finding], led: bool) -> Verdict:
+    """Restate the lead finding (see :func:`_lead`) for the first line of every report."""
+    if not led:
+        return Verdict(
+            kind="healthy",
+            summary="No failure or hang was found, and the evidence shows the run ended "
+            "normally or was progressing.",
+            confidence=0.6,
+        )
+    top = findings[0]
     return Verdict(
         kind=top.kind,
         summary=top.title,
         culprit_ranks=top.ranks,
         culprit_hosts=top.hosts,
         culprit_pids=top.pids,
-        confidence=confidence,
+        confidence=top.confidence,
         code=top.code,
     )
 
@@ -402,7 +433,7 @@ def diagnose(
                 findings.extend(rule().check(index))
     findings = _merge(findings)
     findings.sort(key=_rank_key)
-    findings = _corroborate(findings)
+    findings, led = _lead(_corroborate(findings), _coverage(index), _truncated_ranks(index))
     input_views = tuple(
         InputView(
             source=i.source,
@@ -418,7 +449,7 @@ def diagnose(
     procs = proc_stacks(index)
     classes: tuple[StackClass, ...] = build_stack_classes(procs) if procs else ()
     return Diagnosis(
-        verdict=_verdict(findings, _coverage(index), _truncated_ranks(index)),
+        verdict=_verdict(findings, led),
         findings=with_context(findings, events),
         job=_job(index, events),
         communicators=_communicators(index),

@@ -37,3 +37,19 @@ class LogMessage(Event):
     label: str = ""
     fields: tuple[tuple[str, str], ...] = ()
     rank: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SectionHeader(Event):
+    """A line of a pasted excerpt that names the process the lines below it come from.
+
+    Tickets group per-process output under headers (``Rank A:``, ``## rank 3``, ``**Worker
+    1:**``) with the lines' own prefixes stripped; the lines up to the next header are that
+    process's. A numeric label is a rank; another label (``Rank A``) names the process only:
+    it stands in for the host so that the two sections stay two processes.
+
+    Attributes:
+        label: The header as written, without markup (``Rank A``).
+    """
+
+    label: str

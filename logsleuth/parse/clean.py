@@ -133,6 +133,7 @@ _LINE_START = re.compile(
     r"|\bThread (?:0x[0-9a-fA-F]+|\d+) \([\w+ ]*\)|\bCurrent thread 0x[0-9a-fA-F]+ "
     r"|\bProcess \d+: "  # py-spy, faulthandler
     r"|#\d+ +0x[0-9a-fA-F]+ in |Thread \d+ \(Thread 0x[0-9a-fA-F]+ \(LWP \d+\)"  # gdb
+    r"|(?<![\w.:])(?:[A-Z][A-Za-z]{2,20}: )?opCount [0-9a-fA-F]+ sendbuff "  # COLL, prefix cut
     r"|(?<= \| )(?=\S)"  # after a column separator of some collector's table
 )
 

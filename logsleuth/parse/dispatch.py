@@ -27,6 +27,7 @@ from typing import Any, BinaryIO
 from logsleuth.errors import InputError
 from logsleuth.model.base import Event, InputSummary, Origin, SourceRef
 from logsleuth.model.bundle import BundleManifest, RankEntry
+from logsleuth.model.messages import SectionHeader
 from logsleuth.parse import budgets
 from logsleuth.parse.base import Line, Reader, Sink
 from logsleuth.parse.catalog import load_catalog
@@ -555,12 +556,29 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
                 merged = _merge_hints(merged, more)
         return None
 
+    section = Origin()
+    """Who the lines under the last section header (``Rank A:``) come from."""
+
     def feed(number: int, cleaned: str) -> None:
-        nonlocal blank, busy
+        nonlocal blank, busy, section
         text, hint = strip_prefixes(cleaned, numbering)
         if not text.strip():
             blank += 1
             return
+        header = _SECTION.fullmatch(text)
+        if (
+            header is not None
+            and not busy
+            and (header.group("colon") or text.lstrip().startswith(("#", "**", "__")))
+        ):
+            section = _section_origin(header)
+            label = f"{header.group('word')} {header.group('id')}"
+            ref = SourceRef(source.name, number)
+            sink.emit(SectionHeader(ref=ref, text=cleaned, origin=section, label=label))
+            taken_by["messages"] += 1
+            offered.add(number)
+            return
+        hint = _merge_hints(hint, section)
         if not busy and defer(number, text, cleaned, hint):
             return
         offered.add(number)
@@ -629,7 +647,12 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
 
     def continues(before: str, text: str) -> bool:
         if wrap is not None:
-            return not begins_line(text)
+            # Lines of one length that each begin a known message are not pieces of one line.
+            return (
+                not begins_line(text)
+                and not _begins_message(text)
+                and bool(text.strip().strip(_MARKUP))
+            )
         return text[:1].isalnum() and not begins_line(text)
 
     defer = nccl.defer
@@ -698,6 +721,31 @@ _MAX_WRAPPED = 64
 _SOFT_WRAP_MIN = 50
 """A word-wrapped piece is at least this long (a terminal or a ticket box is wider)."""
 """Physical lines joined into one at most (a wrapped message longer than this is cut)."""
+
+
+_SECTION = re.compile(
+    r"\s*(?:#{1,6}\s*|\*\*|__)?(?P<word>(?i:rank|worker|process))[ #]?(?P<id>[A-Za-z]|\d{1,6})"
+    r"(?:\s*\((?:[^()]{0,60})\))?\s*(?:\*\*|__)?\s*(?P<colon>:)?\s*(?:\*\*|__)?\s*"
+)
+"""A header line of a pasted excerpt: ``Rank A:``, ``## rank 3``, ``**Worker 1 (node2):**``."""
+
+
+def _section_origin(header: re.Match[str]) -> Origin:
+    """The process a section header names: a rank when numeric, otherwise the label itself."""
+    label = header.group("id")
+    if label.isdigit():
+        return Origin(rank=int(label))
+    return Origin(host=f"{header.group('word')} {label}")
+
+
+_MARKUP = "`~-=*#_ "
+"""Characters of a line that is markup only (a code fence, a rule), never a wrapped piece."""
+
+
+def _begins_message(text: str) -> bool:
+    """Return True when ``text`` begins with a whole known message (the catalog's)."""
+    found = load_catalog().match(text)
+    return found is not None and found.whole and found.start == 0
 
 
 def _merge_hints(outer: Origin, inner: Origin) -> Origin:

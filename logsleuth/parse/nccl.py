@@ -58,6 +58,7 @@ from logsleuth.parse.nccl_transform import Head, Parsed
 __all__ = ["NcclReader", "parse_nccl_line", "warm_up"]
 
 _PARTIAL_SPAN = 240
+_BARE_COLL = re.compile(r"(?:[A-Z][A-Za-z]{2,20}: )?opCount [0-9a-fA-F]+ sendbuff ")
 """How far before the level word a partial prefix is looked for."""
 _STAMP_BEFORE = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\] $")
 _CUT_BYTES = (1022, 1023)
@@ -123,6 +124,12 @@ class NcclReader(CollCompaction, NcclBlocks, Reader):
                 self._continue_warn(text, line.no, sink)
                 return True
             self.close_warn(sink)
+        if parsed is None and _BARE_COLL.match(text):
+            # A COLL line whose prefix the paster cut (``AllReduce: opCount 3 sendbuff ...``).
+            bare = self._partial_one("NCCL INFO " + text, "NCCL INFO", line)
+            if bare is not None and bare.RECOGNIZED:
+                sink.emit(bare)
+                return True
         if parsed is None:
             return False
         event = self._event(text, parsed, line.no, line.raw, line.hint)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmarks.synth import generate
-from logsleuth.analysis.diagnose import _verdict
+from logsleuth.analysis.diagnose import _lead, _verdict
 from logsleuth.api import analyze
-from logsleuth.model.diagnosis import Finding
+from logsleuth.model.diagnosis import Finding, Verdict
 
 
 def _finding(kind: str, ranks: tuple[int, ...], confidence: float, code: str = "LS101") -> Finding:
@@ -23,6 +23,14 @@ def _finding(kind: str, ranks: tuple[int, ...], confidence: float, code: str = "
     )
 
 
+def _verdict_of(findings: list[Finding], coverage: float, truncated: set[int]) -> Verdict:
+    led, lead = _lead(findings, coverage, truncated)
+    verdict = _verdict(led, lead)
+    # The verdict restates its finding: the same culprits, the same confidence.
+    assert (verdict.code, verdict.confidence) == (led[0].code, led[0].confidence)
+    return verdict
+
+
 def test_missing_ranks_lower_the_confidence(tmp_path: Path) -> None:
     truth = generate(tmp_path, ranks=16, hosts=2, ops=24, fault="missing-collective", culprit=9)
     full = analyze([str(tmp_path)]).diagnosis.verdict
@@ -36,10 +44,10 @@ def test_missing_ranks_lower_the_confidence(tmp_path: Path) -> None:
 
 def test_a_rival_blaming_other_ranks_makes_the_verdict_less_sure() -> None:
     top = _finding("non-collective-stall", (3,), 0.9, "LS104")
-    alone = _verdict([top], coverage=1.0, truncated=set())
-    same_rank = _verdict([top, _finding("missing-collective", (3,), 0.9)], 1.0, set())
-    rival = _verdict([top, _finding("missing-collective", (5,), 0.85)], 1.0, set())
-    weak = _verdict([top, _finding("missing-collective", (5,), 0.5)], 1.0, set())
+    alone = _verdict_of([top], coverage=1.0, truncated=set())
+    same_rank = _verdict_of([top, _finding("missing-collective", (3,), 0.9)], 1.0, set())
+    rival = _verdict_of([top, _finding("missing-collective", (5,), 0.85)], 1.0, set())
+    weak = _verdict_of([top, _finding("missing-collective", (5,), 0.5)], 1.0, set())
     assert (alone.kind, alone.culprit_ranks, alone.confidence) == (
         "non-collective-stall",
         (3,),
@@ -51,8 +59,15 @@ def test_a_rival_blaming_other_ranks_makes_the_verdict_less_sure() -> None:
 
 def test_a_truncated_dump_of_the_culprit_makes_the_verdict_less_sure() -> None:
     top = _finding("non-collective-stall", (3,), 0.9, "LS104")
-    assert _verdict([top], 1.0, truncated={3}).confidence == 0.77
-    assert _verdict([top], 1.0, truncated={4}).confidence == 0.9
+    assert _verdict_of([top], 1.0, truncated={3}).confidence == 0.77
+    assert _verdict_of([top], 1.0, truncated={4}).confidence == 0.9
+
+
+def test_ranks_without_evidence_weaken_a_hang_verdict_but_not_a_printed_failure() -> None:
+    hang = _finding("missing-collective", (3,), 0.8)
+    printed = _finding("resource-exhausted", (3,), 0.8, "LS302")
+    assert _verdict_of([hang], coverage=0.5, truncated=set()).confidence == 0.68
+    assert _verdict_of([printed], coverage=0.5, truncated=set()).confidence == 0.8
 
 
 def test_inconclusive_names_exactly_what_is_missing(tmp_path: Path) -> None:

@@ -17,6 +17,31 @@ _LOCAL_ADDRESS = re.compile(r"^(?:127\.|169\.254\.|fe80:|::1$)", re.IGNORECASE)
 _IP = re.compile(r"^\[?([0-9a-fA-F.:]+?)\]?(?:%\w+)?(?:<\d+>)?$")
 
 
+def bootstrap_addresses(
+    index: EvidenceIndex,
+) -> dict[tuple[str, int | None], list[tuple[str, NcclInterface]]]:
+    """Each process's bootstrap address(es) that name a machine (not loopback or link-local).
+
+    Keyed by (host, pid); each address comes with the line that first showed it. Two
+    processes of one host name with different addresses run on different machines.
+    """
+    found: dict[tuple[str, int | None], list[tuple[str, NcclInterface]]] = defaultdict(list)
+    for iface in index.all_of(NcclInterface):
+        host = iface.origin.host
+        if not host or iface.role != "bootstrap":
+            continue
+        key = (host, iface.origin.pid)
+        for _name, address in iface.interfaces:
+            match = _IP.match(address.strip())
+            if (
+                match
+                and not _LOCAL_ADDRESS.match(match.group(1))
+                and all(a != match.group(1) for a, _ in found[key])
+            ):
+                found[key].append((match.group(1), iface))
+    return found
+
+
 class TopologyFileForced(Rule):
     """NCCL was given a topology or graph file instead of detecting the machine itself.
 
@@ -38,6 +63,8 @@ class TopologyFileForced(Rule):
     code = "LS704"
     name = "config.topology_file"
     kind = "config-mismatch"
+    examples = ("rules/topo-file-forced",)
+    counterexamples = ("synthetic/healthy",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         found: dict[tuple[str, str], list[Event]] = defaultdict(list)
@@ -89,20 +116,17 @@ class HostNameCollision(Rule):
     code = "LS705"
     name = "config.hostname_collision"
     kind = "config-mismatch"
+    examples = ("rules/two-machines-one-hostname",)
+    counterexamples = ("synthetic/healthy",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         addresses: dict[str, set[str]] = defaultdict(set)
         events: dict[str, list[Event]] = defaultdict(list)
-        for iface in index.all_of(NcclInterface):
-            host = iface.origin.host
-            if not host or iface.role != "bootstrap":
-                continue
-            for _name, address in iface.interfaces:
-                match = _IP.match(address.strip())
-                if match and not _LOCAL_ADDRESS.match(match.group(1)):
-                    if match.group(1) not in addresses[host]:
-                        events[host].append(iface)
-                    addresses[host].add(match.group(1))
+        for (host, _pid), found in bootstrap_addresses(index).items():
+            for address, iface in found:
+                if address not in addresses[host]:
+                    events[host].append(iface)
+                addresses[host].add(address)
         for host in sorted(h for h, a in addresses.items() if len(a) > 1):
             pids = sorted({e.origin.pid for e in events[host] if e.origin.pid is not None})
             seen = ", ".join(sorted(addresses[host]))

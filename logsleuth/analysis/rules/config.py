@@ -39,6 +39,8 @@ class NcclVersionMismatch(Rule):
     code = "LS401"
     name = "config.nccl_version"
     kind = "config-mismatch"
+    examples = ("real/corpus/021-nccl-version-mismatch-across-nodes",)
+    counterexamples = ("synthetic/healthy",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         yield from self._differs(
@@ -96,9 +98,20 @@ class NcclVersionMismatch(Rule):
             f"{value} on {', '.join(sorted({_host(p) for p in procs}))}" for value, procs in ordered
         )
         streams = {(p.host, p.pid) for _, procs in ordered for p in procs}
+        # A bare line (``NCCL version 2.14.3+cuda11.7`` has no host:pid prefix) belongs to the
+        # process whose file it is in, when that file holds one process only.
+        alone = {
+            source: (p.host, p.pid)
+            for source, group in _procs_by_source(index).items()
+            if len(group) == 1
+            for p in group
+        }
         events: list[Event] = []
         for e in index.all_of(event_type):
-            if (e.origin.host, e.origin.pid) in streams:
+            stream = (e.origin.host, e.origin.pid)
+            if e.origin.host is None and e.origin.pid is None:
+                stream = alone.get(e.ref.source, stream)
+            if stream in streams:
                 events.append(e)
         yield self.finding(
             severity=severity,
@@ -182,6 +195,8 @@ class NcclEnvMismatch(Rule):
     code = "LS403"
     name = "config.nccl_env"
     kind = "config-mismatch"
+    examples = ("rules/nccl-env-differs-across-hosts",)
+    counterexamples = ("rules/nccl-env-same-on-every-host",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         by_proc: dict[Stream, dict[str, NcclEnv]] = defaultdict(dict)
@@ -259,3 +274,14 @@ def _where(keys: list[Stream]) -> str:
 def _key_order(item: tuple[Stream, object]) -> tuple[str, int]:
     (host, pid), _ = item
     return (host or "", pid if pid is not None else -1)
+
+
+def _procs_by_source(index: EvidenceIndex) -> dict[str, list[Proc]]:
+    """The processes each input file speaks for."""
+    found: dict[str, list[Proc]] = defaultdict(list)
+    for proc in index.procs.values():
+        if proc.host is None and proc.pid is None:
+            continue
+        for source in proc.sources:
+            found[source].append(proc)
+    return found

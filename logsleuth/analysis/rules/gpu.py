@@ -6,6 +6,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from logsleuth.analysis.index import EvidenceIndex
+from logsleuth.analysis.rules.anomalies import bootstrap_addresses
 from logsleuth.analysis.rules.base import Rule, culprits, describe
 from logsleuth.analysis.rules.streams import first_by_time, stream_of, traces_of
 from logsleuth.model.base import Event
@@ -34,6 +35,8 @@ class DuplicateGpu(Rule):
     code = "LS301"
     name = "gpu.duplicate"
     kind = "duplicate-gpu"
+    examples = ("real/nccl/duplicate_gpu_horovod_mpirun.log",)
+    counterexamples = ("rules/two-machines-one-hostname",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         groups: dict[tuple[str | None, str], set[int]] = defaultdict(set)
@@ -51,6 +54,9 @@ class DuplicateGpu(Rule):
         # Two *processes* initialising one communicator on the same host and busId share a
         # GPU. Comparing processes, not rank numbers, keeps split communicators that print
         # one commId (and so share an index key) from looking like duplicates.
+        machines: dict[tuple[str | None, int | None], set[str]] = {
+            k: {a for a, _ in v} for k, v in bootstrap_addresses(index).items()
+        }
         for state in index.comms.values():
             seen: dict[tuple[str | None, str], dict[tuple[str | None, int | None], NcclCommInit]]
             seen = defaultdict(dict)
@@ -60,6 +66,10 @@ class DuplicateGpu(Rule):
                         init
                     )
             for key, by_process in seen.items():
+                # One host name, different bootstrap addresses: different machines that share
+                # a name (LS705), each with its own GPU of that busId.
+                if len({frozenset(machines.get(p, ())) for p in by_process} - {frozenset()}) > 1:
+                    continue
                 if len(by_process) > 1 and key not in groups:
                     for stream, init in by_process.items():
                         rank = index.rank_of(*stream)
@@ -137,6 +147,8 @@ class ShmExhausted(Rule):
     code = "LS302"
     name = "resource.shm"
     kind = "resource-exhausted"
+    examples = ("real/nccl/dev_shm_exhausted_ci_pod.log",)
+    counterexamples = ("synthetic/healthy",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         warns = [w for w in index.warns if w.family == "shm"]
@@ -189,6 +201,8 @@ class CudaError(Rule):
     code = "LS303"
     name = "cuda.error"
     kind = "cuda-error"
+    examples = ("real/corpus/215-horovod-nccl242-shm-hostregister-invalid-argument-rank2",)
+    counterexamples = ("synthetic/healthy",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         warns = [w for w in index.warns if w.family == "cuda"]

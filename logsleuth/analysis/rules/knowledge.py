@@ -246,15 +246,22 @@ def _label(index: EvidenceIndex, event: Event) -> str:
 
 
 def _confidence(entry: Entry, named: bool) -> float:
+    """How sure a verdict read from one message is.
+
+    A cause the component printed itself (``Duplicate GPU detected``, ``No space left on
+    device``) is what the message says, whoever else is missing from the evidence: its kind is
+    sure, its side (writer, host, peer) less so when the writer is unnamed. A symptom says
+    only that something else failed; an internal error says nothing about the cause.
+    """
     if entry.role == "symptom":
         return 0.35
     if entry.role == "internal":
         return 0.4
     if entry.severity == "warning":
-        return 0.5
+        return 0.6
     if entry.culprit == "none" or not named:
-        return 0.55
-    return 0.7 if entry.culprit in ("self", "host") else 0.6
+        return 0.7
+    return 0.8 if entry.culprit in ("self", "host") else 0.7
 
 
 def _writer(index: EvidenceIndex, event: Event) -> tuple[list[int], list[str], list[int]]:
@@ -336,6 +343,11 @@ class KnownCause(_KnowledgeRule):
     code = "LS701"
     name = "knowledge.cause"
     roles = ("cause",)
+    examples = (
+        "real/live/size-mismatch",
+        "real/corpus/201-vllm-llama405b-dev-shm-segment-error-only",
+    )
+    counterexamples = ("synthetic/healthy",)
 
 
 class KnownSymptom(_KnowledgeRule):
@@ -360,6 +372,8 @@ class KnownSymptom(_KnowledgeRule):
     name = "knowledge.symptom"
     roles = ("symptom",)
     fallback = True
+    examples = ("real/live/early-exit",)
+    counterexamples = ("synthetic/healthy",)
 
 
 class NcclInternalError(_KnowledgeRule):
@@ -381,6 +395,10 @@ class NcclInternalError(_KnowledgeRule):
     code = "LS703"
     name = "knowledge.nccl_internal"
     roles = ("internal",)
+    examples = (
+        "real/corpus/219-nccl-tests-218-internal-error-please-report-title-only-inconclusive",
+    )
+    counterexamples = ("synthetic/healthy",)
 
 
 KNOWLEDGE_RULES: Sequence[type[Rule]] = (KnownCause, KnownSymptom, NcclInternalError)

@@ -21,6 +21,7 @@ from logsleuth.analysis.rules.init import DuplicateRanks, InitNeverReached, Stor
 from logsleuth.analysis.rules.job import JobExitStatus
 from logsleuth.analysis.rules.knowledge import KNOWLEDGE_RULES
 from logsleuth.analysis.rules.network import BootstrapFailure, IbCompletionError, RemoteClosed
+from logsleuth.analysis.rules.ordering import CrossCommunicatorOrder
 from logsleuth.analysis.rules.p2p import P2PFrontier
 from logsleuth.analysis.rules.process import LeftEarly, ProcessDied
 from logsleuth.analysis.rules.ras import RasMissingProcess, RasOperationMismatch
@@ -39,6 +40,7 @@ RULES: tuple[type[Rule], ...] = tuple(
             MissingCollective,
             CollectiveMismatch,
             CollectiveTimeout,
+            CrossCommunicatorOrder,
             TransportSizeCheck,
             GlooSizeSender,
             FlightRecorderMismatch,

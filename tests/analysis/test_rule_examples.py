@@ -1,0 +1,63 @@
+"""Every rule fires on the incidents it lists as examples and not on its counterexamples.
+
+The examples are real captures where one exists (the corpus, live bundles, NCCL and torch
+logs) and otherwise the small incidents of ``fixtures/rules/`` (see its ``generate.py``).
+A rule is checked on its own (``Rule.check`` over the evidence index), so a finding that the
+diagnosis later merges into a stronger one still counts as fired.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from logsleuth.analysis.index import EvidenceIndex, build_index
+from logsleuth.analysis.rules.base import Rule
+from logsleuth.analysis.rules.registry import RULES
+from logsleuth.model.base import Event, InputSummary
+from logsleuth.parse.discover import discover
+from logsleuth.parse.dispatch import read_inputs
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+
+
+@cache
+def _index(example: str) -> EvidenceIndex:
+    path = FIXTURES / example
+    assert path.exists(), f"{example} is not under fixtures/"
+    sources, problems = discover([str(path)])
+    assert not problems, problems
+    events: list[Event] = []
+    summaries: list[InputSummary] = []
+    for result in read_inputs(sources, keep_ops=64):
+        assert not isinstance(result, Exception), result
+        events.extend(result.events)
+        summaries.append(result.summary)
+    return build_index(events, summaries)
+
+
+def _fires(rule: type[Rule], example: str) -> bool:
+    return any(f.code == rule.code for f in rule().check(_index(example)))
+
+
+CASES = [(r, e, True) for r in RULES for e in r.examples] + [
+    (r, e, False) for r in RULES for e in r.counterexamples
+]
+
+
+def test_every_rule_has_an_example_and_a_counterexample() -> None:
+    assert [r.code for r in RULES if not r.examples] == []
+    assert [r.code for r in RULES if not r.counterexamples] == []
+
+
+@pytest.mark.parametrize(
+    ("rule", "example", "fires"),
+    CASES,
+    ids=[f"{r.code}-{'fires' if f else 'quiet'}-{Path(e).name[:40]}" for r, e, f in CASES],
+)
+def test_a_rule_fires_on_its_examples_only(rule: type[Rule], example: str, fires: bool) -> None:
+    assert _fires(rule, example) == fires, (
+        f"{rule.code} {rule.name} {'does not fire' if fires else 'fires'} on {example}"
+    )
