@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 
 from logsleuth.analysis.index import EvidenceIndex, Proc, Stream, build_index
 from logsleuth.analysis.overview import build_config, build_progress, build_timeline, with_context
+from logsleuth.analysis.p2p import p2p_view
 from logsleuth.analysis.rules.registry import RULES
 from logsleuth.analysis.rules.stacks import proc_stacks
 from logsleuth.analysis.stack_classify import classify_dump
@@ -462,4 +463,5 @@ def diagnose(
         timeline=build_timeline(index),
         config=build_config(index),
         waitfor=found.graph if (found := wait_for(index)) is not None else None,
+        p2p=p2p_view(index),
     )

@@ -31,17 +31,20 @@ from dataclasses import dataclass
 import networkx as nx
 
 from logsleuth.analysis.index import EvidenceIndex
+from logsleuth.analysis.p2p import p2p_view
 from logsleuth.analysis.rules.stacks import proc_stacks
 from logsleuth.analysis.waitfor_sources import (
     Graph,
     add_nodes,
     barrier_edges,
+    drop_answered_stack_edges,
     flight_edges,
     global_rank,
     lost_peer_edges,
     mark_fates,
     mark_stacks,
     nccl_edges,
+    p2p_edges,
     rank_id,
     stack_edges,
     store_edges,
@@ -171,7 +174,11 @@ def build_wait_for(index: EvidenceIndex) -> WaitAnalysis | None:
     store_edges(index, graph)
     barrier_edges(index, graph)
     lost_peer_edges(graph, lost)
+    view = p2p_view(index)
+    if view is not None:
+        explained |= p2p_edges(view, graph)
     stack_edges(graph, stacks, explained)
+    drop_answered_stack_edges(graph)
     if not graph.edges:
         return None
     g = nx.DiGraph()
@@ -191,6 +198,12 @@ def build_wait_for(index: EvidenceIndex) -> WaitAnalysis | None:
         culprits = sorted((n for n in sinks if reach[n] == best), key=_node_order)
         how = "sink: where waiting ends"
     cycles = [c for c in nx.strongly_connected_components(g) if len(c) > 1]
+    frontier = [rank_id(r) for r in (view.culprits if view is not None else ())]
+    if frontier and all(n in graph.nodes for n in frontier):
+        # The point-to-point frontier names the rank that posted the wrong op or none at
+        # all; a sink or a cycle of the coarser sources says less about the same stall.
+        culprits = sorted(frontier, key=_node_order)
+        how = f"point-to-point frontier: {view.kind if view is not None else ''}"
     if not culprits and cycles:
         order = _program_order(index.all_of(FlightRecorderDump))
         biggest = max(cycles, key=lambda c: (len(c), sorted(c)))

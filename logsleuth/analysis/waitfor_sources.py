@@ -22,6 +22,7 @@ from logsleuth.analysis.stacks import ProcStack
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Evidence
 from logsleuth.model.flight import FlightRecorderDump, FrEntry
+from logsleuth.model.p2p import P2PView
 from logsleuth.model.torch import (
     GlooError,
     MonitoredBarrierError,
@@ -512,3 +513,61 @@ def stack_edges(graph: Graph, stacks: dict[str, ProcStack], explained: set[str])
                     "stacks",
                     dump,
                 )
+
+
+def p2p_edges(view: P2PView, graph: Graph) -> set[str]:
+    """Add an edge for each unanswered point-to-point op; return the waiters' node ids.
+
+    A rank blocked in ``recv`` waits for exactly its peer: these edges replace what its
+    stack alone would say (waiting for every rank not in the same call).
+    """
+    waiters: set[str] = set()
+    for item in view.stuck:
+        waiter, peer = rank_id(item.waiter), rank_id(item.peer)
+        if waiter not in graph.nodes or peer not in graph.nodes:
+            continue
+        waiters.add(waiter)
+        if (waiter, peer) in graph.edges and graph.edges[(waiter, peer)].source != "p2p":
+            del graph.edges[(waiter, peer)]
+        graph.edges.setdefault(
+            (waiter, peer),
+            WaitEdge(
+                waiter=waiter,
+                waits_for=peer,
+                reason=item.summary,
+                source="p2p",
+                evidence=item.op.evidence,
+            ),
+        )
+    return waiters
+
+
+def drop_answered_stack_edges(graph: Graph) -> None:
+    """Drop stack edges A -> B where B waits, by point-to-point ops, for A (directly or not).
+
+    A rank in a barrier "waits" for a rank that is not in it, but when that rank is blocked
+    in a ``recv`` from the first (or from a rank that waits for it), its absence is the
+    first rank's doing: the edge would make a cycle of what is a chain.
+    """
+    p2p: dict[str, set[str]] = defaultdict(set)
+    for (waiter, target), edge in graph.edges.items():
+        if edge.source == "p2p":
+            p2p[waiter].add(target)
+    if not p2p:
+        return
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = {start}, [start]
+        while todo:
+            here = todo.pop()
+            for nxt in p2p.get(here, ()):
+                if nxt == goal:
+                    return True
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return False
+
+    for key in [k for k, e in graph.edges.items() if e.source == "stacks"]:
+        if reaches(key[1], key[0]):
+            del graph.edges[key]

@@ -13,6 +13,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -80,17 +81,22 @@ def sample_stack(
     timeout_s: float = PYSPY_TIMEOUT_S,
     *,
     subprocesses: bool = False,
+    local_vars: bool = False,
 ) -> StackSample:
     """Run ``py-spy dump --pid PID`` (all threads) with a timeout.
 
     With ``subprocesses`` the dump holds the process's children too (``--subprocesses``):
-    a rank's DataLoader workers, each under its own ``Process PID:`` header.
+    a rank's DataLoader workers, each under its own ``Process PID:`` header. With
+    ``local_vars`` every frame lists its local variables (``--locals``): the peer, tag and
+    group of a rank blocked in ``send``/``recv`` are arguments of that frame.
     """
     if pyspy is None:
         return StackSample(pid, None, "py-spy not found (pip install py-spy)")
     command = [pyspy, "dump", "--pid", str(pid)]
     if subprocesses:
         command.append("--subprocesses")
+    if local_vars:
+        command.append("--locals")
     try:
         done = subprocess.run(
             command,
@@ -115,13 +121,17 @@ def sample_stacks(
     timeout_s: float = PYSPY_TIMEOUT_S,
     *,
     subprocesses: bool = False,
+    local_vars: bool = False,
 ) -> dict[int, StackSample]:
-    """Sample every pid in parallel; return pid -> sample."""
+    """Sample every pid in parallel; return pid -> sample (see :func:`sample_stack`)."""
     if not pids:
         return {}
     with ThreadPoolExecutor(max_workers=min(16, len(pids))) as pool:
         samples = pool.map(
-            lambda p: sample_stack(p, pyspy, timeout_s, subprocesses=subprocesses), pids
+            lambda p: sample_stack(
+                p, pyspy, timeout_s, subprocesses=subprocesses, local_vars=local_vars
+            ),
+            pids,
         )
         return {s.pid: s for s in samples}
 
@@ -188,3 +198,81 @@ def run_ncclras(target: Path, timeout_s: float = NCCLRAS_TIMEOUT_S) -> bool:
         text = f"ncclras failed: {exc}\n"
     target.write_text(text, encoding="utf-8")
     return True
+
+
+PROXY_DUMP_WAIT_S = 2.0
+"""How long to wait for one rank's proxy-state dump to appear in the job's output."""
+_NCCL_FILE = re.compile(r"\.(\d+)\.log$")
+_INIT_DONE = b"Init COMPLETE"
+
+
+def nccl_ready_pids(nccl_dir: Path) -> set[int]:
+    """Return the pids whose NCCL debug file (``<host>.<pid>.log``) shows an init completed.
+
+    Only those processes run NCCL's proxy thread, which installs the dump handler: any
+    other process would die of the signal (its default action ends the process).
+    """
+    ready: set[int] = set()
+    if not nccl_dir.is_dir():
+        return ready
+    for path in sorted(nccl_dir.iterdir()):
+        named = _NCCL_FILE.search(path.name)
+        if named is None:
+            continue
+        with contextlib.suppress(OSError):
+            if _INIT_DONE in path.read_bytes():
+                ready.add(int(named.group(1)))
+    return ready
+
+
+def proxy_dump_lines(text: str) -> list[str] | None:
+    """Return the last complete proxy-state dump in ``text``: ``ACTIVE OPS`` through ``[X]``."""
+    lines = text.splitlines()
+    starts = [n for n, line in enumerate(lines) if line.strip() == "ACTIVE OPS"]
+    for start in reversed(starts):
+        for end in range(start + 1, len(lines)):
+            if lines[end].strip() == "[X]":
+                return [line.rstrip() for line in lines[start : end + 1]]
+            if lines[end].strip() == "ACTIVE OPS":
+                break
+    return None
+
+
+def request_proxy_dumps(
+    targets: Sequence[tuple[int, int]],
+    signum: int,
+    log_path: Path,
+    nccl_dir: Path,
+    wait_s: float = PROXY_DUMP_WAIT_S,
+) -> int:
+    """Ask each NCCL rank for its proxy-state dump; write it as ``nccl/proxy.rank<R>.txt``.
+
+    NCCL prints the dump on the process's stdout, which the job shares with every rank
+    (``launcher.log``), so ranks are asked one at a time and the dump is cut from what the
+    output gained after the signal. The file's lines carry the ``[rank<R>]:`` prefix
+    torchrun's ``--log-line-prefix-template`` gives, which tells the reader whose dump it
+    is. Return how many dumps were written.
+    """
+    ready = nccl_ready_pids(nccl_dir)
+    written = 0
+    for rank, pid in targets:
+        if pid not in ready:
+            continue
+        try:
+            offset = log_path.stat().st_size
+            os.kill(pid, signum)
+        except OSError:
+            continue
+        lines: list[str] | None = None
+        deadline = time.monotonic() + wait_s
+        while lines is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            with contextlib.suppress(OSError), log_path.open("rb") as handle:
+                handle.seek(offset)
+                lines = proxy_dump_lines(handle.read().decode(errors="replace"))
+        if lines is None:
+            continue
+        target = nccl_dir / f"proxy.rank{rank}.txt"
+        target.write_text("".join(f"[rank{rank}]:{line}\n" for line in lines), encoding="utf-8")
+        written += 1
+    return written

@@ -7,6 +7,7 @@ import itertools
 import os
 import re
 import shutil
+import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,12 +24,17 @@ BOOTSTRAP_DIR = Path(__file__).parent / "bootstrap"
 """Put first on the job's ``PYTHONPATH``: its ``sitecustomize`` dumps the flight recorder of a
 rank that dies of an uncaught exception (see that module)."""
 
+PROXY_DUMP_SIGNAL = signal.SIGUSR2
+"""``NCCL_PROXY_DUMP_SIGNAL``: SIGUSR2, as SIGUSR1 (NCCL's example) is taken by some
+launchers and frameworks (SLURM requeue, Lightning)."""
+
 RECORDED = (
     "NCCL_DEBUG",
     "NCCL_DEBUG_SUBSYS",
     "NCCL_DEBUG_FILE",
     "NCCL_HOSTID",
     "NCCL_SOCKET_IFNAME",
+    "NCCL_PROXY_DUMP_SIGNAL",
     "TORCH_NCCL_TRACE_BUFFER_SIZE",
     "TORCH_FR_BUFFER_SIZE",
     "TORCH_FR_DUMP_TEMP_FILE",
@@ -145,6 +151,9 @@ def diagnostics_env(
         # %h and %p: one file per process, named by host and pid (NCCL expands them).
         "NCCL_DEBUG_FILE": str(out / "nccl" / "%h.%p.log"),
         "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+        # NCCL's proxy thread prints its active sends and receives (peer, channel, opCount)
+        # on this signal; live sends it on a stall to ranks whose NCCL init completed.
+        "NCCL_PROXY_DUMP_SIGNAL": str(int(PROXY_DUMP_SIGNAL)),
         "TORCH_NCCL_DEBUG_INFO_PIPE_FILE": str(out / "fr" / "pipe_"),
         # WARNING keeps the watchdog's errors and drops c10d's per-socket INFO chatter.
         "TORCH_CPP_LOG_LEVEL": "INFO" if distributed_debug else "WARNING",
@@ -184,6 +193,12 @@ def job_env(
             [str(BOOTSTRAP_DIR), *(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)]
         )
     return env
+
+
+def proxy_dump_signal(env: Mapping[str, str]) -> int | None:
+    """Return the signal the job's NCCL dumps its proxy state on, or None when not set."""
+    value = env.get("NCCL_PROXY_DUMP_SIGNAL", "").strip()
+    return int(value) if value.isdigit() and 0 < int(value) < signal.NSIG else None
 
 
 def recorded_env(env: Mapping[str, str]) -> dict[str, str]:

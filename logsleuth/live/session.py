@@ -57,6 +57,7 @@ from logsleuth.live.capture import (
     find_pyspy,
     remove_pipes,
     request_flight_records,
+    request_proxy_dumps,
     run_ncclras,
     sample_stacks,
     write_sample,
@@ -67,6 +68,7 @@ from logsleuth.live.environment import (
     RUN_MARKER,
     diagnostics_env,
     job_env,
+    proxy_dump_signal,
     recorded_env,
 )
 from logsleuth.live.procs import (
@@ -273,6 +275,8 @@ class _Watcher:
         self.cpu: dict[int, float] = {}
         self.io: dict[int, int] = {}
         self.beacon_seen: str | None = None
+        self.proxy_signal: int | None = None
+        """``NCCL_PROXY_DUMP_SIGNAL`` of the job: sent on a stall to ranks running NCCL."""
 
     def progressed(self, signal_name: str, now: float | None = None) -> None:
         """Note progress shown by ``signal_name``."""
@@ -439,14 +443,25 @@ class _Watcher:
         asked = request_flight_records(out / "fr")
         if asked:
             reporter.note(f"asked {asked} rank(s) for their flight-recorder dump")
+        if self.proxy_signal is not None and self.ranks:
+            ranks = [(r, p.pid) for r, p in sorted(self.ranks.items())]
+            dumped = request_proxy_dumps(
+                ranks, self.proxy_signal, out / "launcher.log", out / "nccl"
+            )
+            if dumped:
+                reporter.note(f"wrote the NCCL proxy-state dump of {dumped} rank(s)")
         labels = dict((pid, label) for label, pid in targets)
         for number in (1, 2):
             reporter.note(f"stack snapshot {number}/2 of {len(targets)} process(es)")
             # --subprocesses: a rank's DataLoader workers are where a data stall is. Without
             # known ranks every job process is a target, and a launcher's dump would repeat
             # its children's.
+            # --locals: the peer of a rank blocked in send/recv is an argument of that frame.
             samples = sample_stacks(
-                [pid for _, pid in targets], self.pyspy, subprocesses=bool(self.ranks)
+                [pid for _, pid in targets],
+                self.pyspy,
+                subprocesses=bool(self.ranks),
+                local_vars=True,
             )
             failed = 0
             children = 0
@@ -734,6 +749,7 @@ def run_live(options: LiveOptions, reporter: Reporter, echo: BinaryIO | None) ->
     reporter.note(f"bundle: {out}; stall timeout {options.stall_timeout:g} s; {mode}")
     output = _Output(log_path, echo, lambda: reporter.waiting(0.0, options.stall_timeout, "output"))
     watcher = _Watcher(options, proc, run_id)
+    watcher.proxy_signal = proxy_dump_signal(env)
     stalled_at: str | None = None
     outcome = "finished"
     survivors: tuple[int, ...] = ()

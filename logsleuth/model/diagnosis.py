@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from logsleuth.model.p2p import P2PView
 from logsleuth.model.topology import TopologyView
 from logsleuth.model.waitfor import WaitFor
 
@@ -250,3 +251,5 @@ class Diagnosis:
     """Configuration seen across processes; keys whose value differs first."""
     waitfor: WaitFor | None = None
     """Who waits for whom and where the waiting ends; None when no process waits."""
+    p2p: P2PView | None = None
+    """Point-to-point sends and receives at the frontier; None when no source shows one."""

@@ -304,6 +304,7 @@ def build_view(d: Diagnosis) -> dict[str, object]:
         },
         "overview": common.overview_rows(d),
         "progress": html_sections.progress_view(d),
+        "p2p": html_sections.p2p_view(d),
         "timeline": html_sections.timeline_view(d),
         "config": html_sections.config_view(d),
         "ranks": {

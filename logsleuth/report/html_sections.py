@@ -36,6 +36,8 @@ TIMELINE_ROWS = 100
 UNRECOGNIZED_ROWS = 20
 TREE_NODE_LIMIT = 400
 """Tree nodes drawn; a deeper or wider tree ends in a note (every class is in the table)."""
+P2P_ROWS = 50
+"""Unanswered point-to-point ops shown; the rest are in the embedded JSON."""
 SIMILAR_MIN = 3
 """Findings of one rule whose titles differ only in numbers are condensed from this many."""
 
@@ -254,4 +256,21 @@ def unrecognized_view(d: Diagnosis) -> dict[str, object]:
         ],
         "more": max(0, len(partial) - UNRECOGNIZED_ROWS),
         "total": f"{sum(i.unrecognized for i in partial):,}",
+    }
+
+
+def p2p_view(d: Diagnosis) -> dict[str, object]:
+    """Return the point-to-point frontier: who waits for whom in which send/recv."""
+    view = d.p2p
+    if view is None or not view.stuck:
+        return {"rows": [], "culprits": "", "kind": "", "more": 0}
+    rows = [
+        {"pair": f"rank {s.waiter} \u2192 rank {s.peer}", "kind": s.kind, "text": s.summary}
+        for s in view.stuck[:P2P_ROWS]
+    ]
+    return {
+        "rows": rows,
+        "culprits": ", ".join(f"rank {r}" for r in view.culprits),
+        "kind": view.kind,
+        "more": max(0, len(view.stuck) - P2P_ROWS),
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from logsleuth.model.diagnosis import (
@@ -305,7 +306,20 @@ def build_json(d: Diagnosis) -> dict[str, object]:
     }
     # null where no process is known to wait for another (every key is always present).
     document["waitfor"] = _waitfor(d.waitfor) if d.waitfor is not None else None
+    # null where no source shows a point-to-point op.
+    document["p2p"] = _plain(d.p2p) if d.p2p is not None else None
     return document
+
+
+def _plain(value: object) -> object:
+    """Return a model value as JSON values, field by field (tuples become lists)."""
+    if isinstance(value, Evidence):
+        return _evidence(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
 
 
 MAX_WAIT_EDGES = 64

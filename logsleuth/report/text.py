@@ -383,6 +383,7 @@ def _sections(d: Diagnosis) -> Iterator[RenderableType]:
         yield from _next_steps(primary)
     if not healthy:
         yield from text_sections.progress(d)
+        yield from text_sections.p2p(d)
         yield from text_sections.timeline(d)
     others = [f for f in d.findings if f is not primary]
     yield from _findings(others, "Findings" if primary is None else "Other findings")

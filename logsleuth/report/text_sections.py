@@ -106,3 +106,20 @@ def config(d: Diagnosis) -> Iterator[RenderableType]:
         grid.add_row(entry.key, Text("\n".join(lines)))
     yield _indent(grid)
     yield from _more(len(differs), "differing settings")
+
+
+def p2p(d: Diagnosis) -> Iterator[RenderableType]:
+    """Yield the point-to-point frontier: each unanswered send/recv and what its peer does."""
+    view = d.p2p
+    if view is None or not view.stuck:
+        return
+    yield Text()
+    yield _heading("Point-to-point frontier")
+    if view.culprits:
+        who = ", ".join(f"rank {r}" for r in view.culprits)
+        yield _indent(Text(f"waiting ends at {who} ({view.kind})"))
+    grid = _grid()
+    for s in view.stuck[:ROW_LIMIT]:
+        grid.add_row(f"rank {s.waiter} -> rank {s.peer}", Text(s.summary))
+    yield _indent(grid)
+    yield from _more(len(view.stuck), "unanswered point-to-point ops")

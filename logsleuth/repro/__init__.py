@@ -114,6 +114,24 @@ SCENARIOS: tuple[Scenario, ...] = (
         "init-stall",
         False,
     ),
+    Scenario(
+        "pipeline-wrong-peer",
+        "a pipeline stage posts its recv from the next stage instead of the previous one",
+        "collective-mismatch",
+        True,
+    ),
+    Scenario(
+        "pipeline-drop-send",
+        "a pipeline stage drops its last send and waits in the final barrier",
+        "missing-collective",
+        True,
+    ),
+    Scenario(
+        "ring-skip-hop",
+        "a rank of a send/recv ring sends two ranks on, skipping its neighbour",
+        "collective-mismatch",
+        True,
+    ),
 )
 
 

@@ -29,6 +29,9 @@ NAMES = [
     "size-mismatch-detail",
     "eval-stall",
     "init-barrier-slow",
+    "pipeline-wrong-peer",
+    "pipeline-drop-send",
+    "ring-skip-hop",
 ]
 
 

@@ -46,6 +46,7 @@ def test_top_level_keys_follow_the_contract() -> None:
         "timeline",
         "config",
         "waitfor",
+        "p2p",
     }
     assert data["schema"] == "logsleuth.diagnosis/1"
     assert data["generator"] == {"name": "logsleuth", "version": "0.1.0"}

@@ -22,6 +22,7 @@ from logsleuth.analysis.rules.job import JobExitStatus
 from logsleuth.analysis.rules.knowledge import KNOWLEDGE_RULES
 from logsleuth.analysis.rules.network import BootstrapFailure, IbCompletionError, RemoteClosed
 from logsleuth.analysis.rules.ordering import CrossCommunicatorOrder
+from logsleuth.analysis.rules.p2p import P2PFrontier
 from logsleuth.analysis.rules.process import LeftEarly, ProcessDied
 from logsleuth.analysis.rules.ras import RasMissingProcess, RasOperationMismatch
 from logsleuth.analysis.rules.setup import SetupNeverFinished
@@ -68,6 +69,7 @@ RULES: tuple[type[Rule], ...] = tuple(
             UnwaitedCollective,
             ConcurrentCommUse,
             WaitForSink,
+            P2PFrontier,
             *TOPOLOGY_RULES,
             IbExpectedSocketUsed,
             *KNOWLEDGE_RULES,
