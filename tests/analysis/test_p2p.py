@@ -1,4 +1,4 @@
-"""Point-to-point matching (analysis/p2p.py) and LS124: the last stuck send/recv and whose it is.
+"""Point-to-point matching (analysis/p2p.py) and LS125: the last stuck send/recv and whose it is.
 
 The must-fire cases are the real 4-rank gloo bundles under fixtures/real/live/ captured with
 ``logsleuth repro run NAME --live`` (stacks taken with ``py-spy dump --locals``, so the
@@ -62,7 +62,7 @@ def test_pipeline_bundle_names_exactly_the_culprit_stage(
         f"{f.code} {f.kind} {f.ranks} {f.title}" for f in d.findings[:4]
     ]
     top = d.findings[0]
-    assert top.code == "LS124"
+    assert top.code == "LS125"
     assert fragment in top.title + " " + top.detail
     # No waiting stage is blamed at the culprit's level.
     critical = [f for f in d.findings if f.severity == "critical"]
@@ -103,7 +103,7 @@ def test_bundles_without_point_to_point_ops_have_no_p2p_view() -> None:
     d = _diagnose(LIVE / "skip-collective")
     assert d.p2p is None
     assert build_json(d)["p2p"] is None
-    assert all(f.code != "LS124" for f in d.findings)
+    assert all(f.code != "LS125" for f in d.findings)
 
 
 _STACK = """Process {pid}: python train.py
@@ -134,7 +134,7 @@ def test_a_matched_send_and_recv_is_not_a_culprit(tmp_path: Path) -> None:
     d = _diagnose(tmp_path)
     assert d.p2p is not None
     assert d.p2p.culprits == () and d.p2p.stuck == ()
-    assert all(f.code != "LS124" for f in d.findings)
+    assert all(f.code != "LS125" for f in d.findings)
 
 
 def test_two_ranks_receiving_from_each_other_are_a_deadlock(tmp_path: Path) -> None:

@@ -68,7 +68,7 @@ def test_live_names_exactly_the_culprit_stage(
     diagnosis = (out / "diagnosis.json").read_text()
     verdict = json.loads(diagnosis)["verdict"]
     assert (verdict["kind"], verdict["culprit_ranks"]) == (kind, [2]), verdict
-    assert verdict["code"] == "LS124"
+    assert verdict["code"] == "LS125"
     # The stacks carry the peers: py-spy --locals.
     assert "        Arguments:" in (out / "stacks" / "rank2.2.txt").read_text()
     # No process of the job is left behind.

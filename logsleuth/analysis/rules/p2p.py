@@ -99,7 +99,7 @@ class P2PFrontier(Rule):
         other jobs see docs/p2p.md (``NCCL_PROXY_DUMP_SIGNAL``, ``py-spy dump --locals``).
     """
 
-    code = "LS124"
+    code = "LS125"
     name = "p2p.frontier"
     kind = "missing-collective"
     examples = (

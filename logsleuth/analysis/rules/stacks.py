@@ -466,7 +466,7 @@ class CollectiveDivergence(Rule):
 
         frontier = p2p_view(index)
         if frontier is not None and frontier.culprits:
-            return  # ranks in send/recv differ by design; LS124 (p2p.frontier) matches them
+            return  # ranks in send/recv differ by design; LS125 (p2p.frontier) matches them
         procs = proc_stacks(index)
         if len(procs) < 2:
             return

@@ -99,7 +99,7 @@ class WaitForSink(Rule):
                 yield self._deadlock(graph)
             return
         if graph.resolution.startswith("point-to-point"):
-            return  # LS124 (p2p.frontier) names the op, the peer and the channel
+            return  # LS125 (p2p.frontier) names the op, the peer and the channel
         culprits = [n for c in graph.culprits if (n := graph.node(c)) is not None]
         if not culprits:
             return
