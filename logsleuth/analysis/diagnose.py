@@ -12,7 +12,7 @@ from logsleuth.analysis.overview import build_config, build_progress, build_time
 from logsleuth.analysis.rules.registry import RULES
 from logsleuth.analysis.rules.stacks import proc_stacks
 from logsleuth.analysis.stack_classify import classify_dump
-from logsleuth.analysis.stacks import build_stack_classes
+from logsleuth.analysis.stacks import build_class_tree, build_stack_classes, find_outliers
 from logsleuth.analysis.topology import build_topology_views
 from logsleuth.analysis.waitfor import wait_for
 from logsleuth.model.base import Event, InputSummary
@@ -431,4 +431,6 @@ def diagnose(
         timeline=build_timeline(index),
         config=build_config(index),
         waitfor=found.graph if (found := wait_for(index)) is not None else None,
+        stack_tree=build_class_tree(classes) if classes else None,
+        stack_suspects=find_outliers(classes),
     )

@@ -13,10 +13,8 @@ from typing import cast
 
 from markupsafe import Markup
 
-from logsleuth.analysis.stacks import build_class_tree
-from logsleuth.model.diagnosis import Diagnosis, Evidence, Finding
+from logsleuth.model.diagnosis import Diagnosis, Evidence, Finding, StackTreeNode
 from logsleuth.model.ranks import format_ranks
-from logsleuth.model.stacks import StackTreeNode
 from logsleuth.model.topology import TopologyView
 from logsleuth.report import common
 from logsleuth.report.progress_svg import render_progress_svg
@@ -211,9 +209,9 @@ def _tree_node(node: StackTreeNode, budget: list[int]) -> dict[str, object]:
 
 def stack_tree_view(d: Diagnosis) -> list[dict[str, object]]:
     """Return the STAT prefix tree of the stack classes, outermost frame first."""
-    if not d.stack_classes:
+    root = d.stack_tree
+    if root is None:
         return []
-    root = build_class_tree(d.stack_classes)
     budget = [TREE_NODE_LIMIT]
     return [_tree_node(child, budget) for child in root.children if budget[0] > 0]
 

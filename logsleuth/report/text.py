@@ -11,10 +11,8 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from logsleuth.analysis.stacks import build_class_tree
-from logsleuth.model.diagnosis import Diagnosis, Finding, RankView
+from logsleuth.model.diagnosis import Diagnosis, Finding, RankView, StackTreeNode
 from logsleuth.model.ranks import format_ranks
-from logsleuth.model.stacks import StackTreeNode
 from logsleuth.report import common, text_sections
 from logsleuth.report.topology_svg import topology_summary
 
@@ -195,9 +193,9 @@ def _stack_tree(d: Diagnosis) -> Iterator[RenderableType]:
     standard library, native code) are folded to their first and last frame; the HTML and
     JSON reports keep every frame of every class.
     """
-    if len(d.stack_classes) < 2:
+    root = d.stack_tree
+    if len(d.stack_classes) < 2 or root is None:
         return  # one class: the table above already says everything
-    root = build_class_tree(d.stack_classes)
     rows: list[tuple[str, Text]] = []
     _tree_rows(root.children, "", rows)
     yield Text()
