@@ -52,10 +52,12 @@
       return data.ranks.map(function (r) {
         var culprit = r.rank !== null ? v.culprit_ranks.indexOf(r.rank) >= 0
           : v.culprit_pids.indexOf(r.pid) >= 0;
+        var gpu = r.devices.join(",");
+        if (r.bus_ids.length) { gpu = gpu ? gpu + " (" + r.bus_ids.join(",") + ")" : r.bus_ids.join(","); }
         return {
           rank: r.rank === null ? NaN : r.rank,
           cls: culprit ? "culprit" : "",
-          cells: [unknown(r.rank), r.host || "?", unknown(r.pid), r.devices.join(","),
+          cells: [unknown(r.rank), r.host || "?", unknown(r.pid), gpu,
             text(r.last_collective), text(r.state), text(r.first_error)]
         };
       });
@@ -102,6 +104,7 @@
     this.go(0);
   }
   Pager.prototype.filter = function (match) {
+    this.match = match;
     this.shown = this.rows.filter(function (row) { return match(row.rank, row.cells.join("\t")); });
     this.go(0);
   };
@@ -115,7 +118,10 @@
     slice.forEach(function (row) {
       var tr = doc.createElement("tr");
       if (row.cls) { tr.className = row.cls; }
-      if (!isNaN(row.rank)) { tr.setAttribute("data-rank", String(row.rank)); }
+      if (!isNaN(row.rank)) {
+        tr.setAttribute("data-rank", String(row.rank));
+        if (!doc.getElementById("rank-" + row.rank)) { tr.id = "rank-" + row.rank; }
+      }
       row.cells.forEach(function (value, i) {
         var td = doc.createElement("td");
         td.textContent = value;
@@ -154,11 +160,71 @@
     filterStatus.textContent = query ? shown + " of " + rows.length + " shown" : "";
   });
 
+  // A rank, host, pid or communicator link goes to its row: the rank table opens, and a
+  // row that the pager does not show is brought up by filtering the table for it.
+  function follow(event) {
+    var link = event.target.closest ? event.target.closest("a.xref") : null;
+    if (!link) { return; }
+    var target = doc.getElementById(link.getAttribute("href").slice(1));
+    var holder = target ? target.closest("details") : null;
+    if (holder) { holder.open = true; }
+    if (target && target.tagName === "TR" && !target.hidden) { return; }
+    var details = doc.getElementById("rank-details");
+    if (!details || link.getAttribute("href").indexOf("#rank") !== 0) { return; }
+    event.preventDefault();
+    details.open = true;
+    filter.value = link.getAttribute("data-filter") || "";
+    filter.dispatchEvent(new Event("input"));
+    var row = doc.getElementById(link.getAttribute("href").slice(1)) || doc.getElementById("ranks");
+    row.scrollIntoView({ block: "center" });
+    if (history.replaceState) { history.replaceState(null, "", link.getAttribute("href")); }
+  }
+  doc.addEventListener("click", follow);
+
+  // Sortable tables: a click on a column heading sorts by it, a second click reverses.
+  function cellKey(value, numeric) {
+    if (numeric) { var n = Number(String(value).replace(/[,\s]/g, "")); return isNaN(n) ? -Infinity : n; }
+    var m = /^-?\d+/.exec(String(value));
+    return m ? Number(m[0]) : String(value).toLowerCase();
+  }
+  function compare(a, b) {
+    if (typeof a === typeof b) { return a < b ? -1 : a > b ? 1 : 0; }
+    return typeof a === "number" ? -1 : 1;
+  }
+  var pagers = {};
+  Array.prototype.forEach.call(doc.querySelectorAll("table.sortable thead th"), function (th, _) {
+    th.setAttribute("tabindex", "0");
+    th.setAttribute("aria-sort", "none");
+    th.title = "sort by this column";
+    th.addEventListener("click", function () {
+      var table = th.closest("table");
+      var index = Array.prototype.indexOf.call(th.parentNode.children, th);
+      var numeric = th.classList.contains("num");
+      var order = th.getAttribute("aria-sort") === "ascending" ? -1 : 1;
+      Array.prototype.forEach.call(th.parentNode.children, function (o) { o.setAttribute("aria-sort", "none"); });
+      th.setAttribute("aria-sort", order === 1 ? "ascending" : "descending");
+      var pager = pagers[table.id];
+      if (pager) {
+        pager.rows.sort(function (a, b) { return order * compare(cellKey(a.cells[index], numeric), cellKey(b.cells[index], numeric)); });
+        pager.filter(pager.match || function () { return true; });
+        return;
+      }
+      var body = table.querySelector("tbody");
+      var rows = Array.prototype.slice.call(body.rows);
+      rows.sort(function (a, b) {
+        return order * compare(cellKey(a.cells[index] ? a.cells[index].textContent : "", numeric),
+          cellKey(b.cells[index] ? b.cells[index].textContent : "", numeric));
+      });
+      rows.forEach(function (row) { body.appendChild(row); });
+    });
+  });
+
   function ready(json, data) {
     var link = doc.getElementById("download-json");
     link.href = URL.createObjectURL(new Blob([json], { type: "application/json" }));
     Array.prototype.forEach.call(doc.querySelectorAll(".pager[data-table]"), function (el) {
       var pager = new Pager(el, data);
+      pagers[pager.table.id] = pager;
       if (pager.table.id === "rank-table") { rankPager = pager; }
     });
     // The report benchmark reads this mark: the time from navigation until the page is usable.

@@ -196,6 +196,24 @@ def _verdict(findings: Sequence[Finding], coverage: float, truncated: set[int]) 
     )
 
 
+FIRST_ERROR_CHARS = 160
+"""Characters of a rank's first error kept in its row; a longer message ends in an ellipsis."""
+
+
+def _cut(message: str) -> str:
+    if len(message) <= FIRST_ERROR_CHARS:
+        return message
+    return message[: FIRST_ERROR_CHARS - 1].rstrip() + "\u2026"
+
+
+def _restated(findings: list[Finding], verdict: Verdict) -> list[Finding]:
+    """Give the finding the verdict restates the verdict's confidence, so both say one number."""
+    for i, f in enumerate(findings):
+        if f.code == verdict.code and f.kind == verdict.kind:
+            return [*findings[:i], replace(f, confidence=verdict.confidence), *findings[i + 1 :]]
+    return findings
+
+
 def _fmt_time(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
@@ -307,7 +325,7 @@ def _ranks(index: EvidenceIndex) -> tuple[RankView, ...]:
         states[("r", ps.rank) if ps.rank is not None else ("s", (ps.host, ps.pid))] = text
     first_error: dict[Stream, str] = {}
     for warn in index.warns:
-        first_error.setdefault((warn.origin.host, warn.origin.pid), warn.message.strip()[:160])
+        first_error.setdefault((warn.origin.host, warn.origin.pid), _cut(warn.message.strip()))
     last_coll: dict[Stream, str] = {}
     # The largest communicator (the world) says most about where a rank stopped.
     for comm, state in sorted(index.comms.items(), key=lambda kv: (kv[1].nranks or 0, kv[0])):
@@ -416,9 +434,10 @@ def diagnose(
     )
     procs = proc_stacks(index)
     classes: tuple[StackClass, ...] = build_stack_classes(procs) if procs else ()
+    verdict = _verdict(findings, _coverage(index), _truncated_ranks(index))
     return Diagnosis(
-        verdict=_verdict(findings, _coverage(index), _truncated_ranks(index)),
-        findings=with_context(findings, events),
+        verdict=verdict,
+        findings=with_context(_restated(findings, verdict), events),
         job=_job(index, events),
         communicators=_communicators(index),
         stack_classes=classes,

@@ -46,6 +46,10 @@ SECTION_HELP = {
         "The most likely root cause, with the process to look at first; everything below "
         "is the evidence for it."
     ),
+    "story": (
+        "Who timed out or got stuck, whom each process waited for and why, down to the "
+        "process where the waiting ends: that one is the cause, the others are its victims."
+    ),
     "evidence": (
         "The input lines that support the verdict, quoted exactly as they appear in the "
         "files so that you can find them again."

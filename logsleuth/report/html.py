@@ -150,8 +150,8 @@ def _verdict_view(d: Diagnosis, primary: Finding | None) -> dict[str, object]:
         "summary": v.summary,
         "tone": _TONES.get(v.kind, _severity_class(severity)),
         "severity": severity or "",
-        "culprits": [{"label": label, "value": value} for label, value in common.culprit_parts(d)]
-        + html_sections.culprit_facts(d),
+        "culprits": html_sections.culprit_links(d) + html_sections.culprit_facts(d),
+        "time_span": common.time_range(d),
         "confidence": common.format_confidence(v.confidence),
         "confidence_word": common.confidence_word(v.confidence),
         "rule": rule,
@@ -161,12 +161,16 @@ def _verdict_view(d: Diagnosis, primary: Finding | None) -> dict[str, object]:
     }
 
 
-def _rank_view(r: RankView, is_culprit: bool) -> dict[str, object]:
+def _rank_view(r: RankView, is_culprit: bool, anchor: str) -> dict[str, object]:
+    gpu = ",".join(map(str, r.devices))
+    if r.bus_ids:
+        gpu = f"{gpu} ({','.join(r.bus_ids)})" if gpu else ",".join(r.bus_ids)
     return {
+        "anchor": anchor,
         "rank": "?" if r.rank is None else str(r.rank),
         "host": r.host or "?",
         "pid": "?" if r.pid is None else str(r.pid),
-        "devices": ",".join(map(str, r.devices)),
+        "devices": gpu,
         "last_collective": r.last_collective or "",
         "state": r.state or "",
         "first_error": r.first_error or "",
@@ -255,7 +259,15 @@ def _rank_rows(d: Diagnosis) -> list[dict[str, object]]:
     shown = list(d.ranks[: html_sections.PAGE_ROWS])
     # Without the pager (no JavaScript) the blamed processes must still be in the table.
     shown += [r for r in d.ranks[html_sections.PAGE_ROWS :] if id(r) in culprits]
-    return [_rank_view(r, id(r) in culprits) for r in shown]
+    anchors: set[str] = set()
+    rows = []
+    for r in shown:
+        anchor = f"rank-{r.rank}" if r.rank is not None else ""
+        if anchor in anchors:
+            anchor = ""  # one process of a rank seen twice (a restart) keeps the anchor
+        anchors.add(anchor)
+        rows.append(_rank_view(r, id(r) in culprits, anchor))
+    return rows
 
 
 def build_view(d: Diagnosis) -> dict[str, object]:
@@ -289,6 +301,7 @@ def build_view(d: Diagnosis) -> dict[str, object]:
         "generator": f"logsleuth {d.version}",
         "help": dict(common.SECTION_HELP),
         "verdict": _verdict_view(d, primary),
+        "story": html_sections.story_view(d),
         "evidence": {
             "lines": _evidence_view(primary.evidence) if primary is not None else [],
             "note": common.evidence_note(primary) if primary is not None else "",

@@ -18,6 +18,7 @@ from logsleuth.model.ranks import format_ranks
 from logsleuth.model.topology import TopologyView
 from logsleuth.report import common
 from logsleuth.report.progress_svg import render_progress_svg
+from logsleuth.report.story import Party, build_story, culprit_sentence, hop_sentence
 from logsleuth.report.topology_svg import render_topology_svg, topology_summary
 
 PAGE_ROWS = 100
@@ -66,9 +67,64 @@ def evidence_view(evidence: Sequence[Evidence]) -> list[dict[str, object]]:
     return views
 
 
+def party_link(p: Party) -> dict[str, str]:
+    """Return a process as a cross-link: to its rank's row, else to the rank table filtered."""
+    if p.rank is not None:
+        return {"text": p.label(), "href": f"#rank-{p.rank}", "filter": str(p.rank)}
+    key = str(p.pid) if p.pid is not None else (p.host or p.id)
+    return {"text": p.label(), "href": "#ranks", "filter": key}
+
+
+def story_view(d: Diagnosis) -> dict[str, object] | None:
+    """Return the wait chain from the symptom to the cause, each hop with its evidence line."""
+    story = build_story(d)
+    if story is None:
+        return None
+    hops = [
+        {
+            "waiter": party_link(h.waiter),
+            "doing": h.waiter.doing(),
+            "sentence": hop_sentence(h),
+            "source": h.source,
+            "evidence": evidence_view([h.evidence]) if h.evidence is not None else [],
+        }
+        for h in story.hops
+    ]
+    culprit = party_link(story.culprit) if story.culprit is not None else None
+    sentence = culprit_sentence(story)
+    if story.culprit is not None:
+        sentence = sentence[len(story.culprit.label()) :].strip()
+    return {
+        "hops": hops,
+        "culprit": culprit,
+        "culprit_sentence": sentence,
+        "resolution": story.resolution,
+    }
+
+
+def culprit_links(d: Diagnosis) -> list[dict[str, str]]:
+    """Return the verdict's ranks, hosts and pids, each a link to the culprit's row."""
+    v = d.verdict
+    first = min(v.culprit_ranks) if v.culprit_ranks else None
+    links = []
+    for label, value in common.culprit_parts(d):
+        if label.startswith("rank") and first is not None:
+            links.append(
+                {"label": label, "value": value, "href": f"#rank-{first}", "filter": value}
+            )
+        else:
+            target = f"#rank-{first}" if first is not None else "#ranks"
+            first_value = value.split(",")[0].split(" ")[0]
+            links.append({"label": label, "value": value, "href": target, "filter": first_value})
+    return links
+
+
 def culprit_facts(d: Diagnosis) -> list[dict[str, str]]:
     """Return GPU, last collective and stack of the verdict's culprits as label/value pairs."""
-    return [{"label": label, "value": value} for label, value in common.culprit_details(d)]
+    return [
+        {"label": label, "value": value, "href": "", "filter": ""}
+        for label, value in common.culprit_details(d)
+    ]
 
 
 def _condensed(group: list[dict[str, object]], findings: list[Finding]) -> list[dict[str, object]]:
