@@ -26,7 +26,6 @@ from logsleuth.model.diagnosis import (
     RankView,
     StackClass,
 )
-from logsleuth.model.ranks import format_ranks
 from logsleuth.report import common, html_sections
 from logsleuth.report.json import build_json, dumps_canonical
 from logsleuth.resources import template_dir
@@ -116,7 +115,9 @@ def _evidence_label(f: Finding) -> str:
     return f"{label} ({note})" if note else label
 
 
-def _finding_view(f: Finding, primary: Finding | None, index: int) -> dict[str, object]:
+def _finding_view(
+    f: Finding, primary: Finding | None, index: int, world: int | None
+) -> dict[str, object]:
     return {
         "anchor": f"finding-{index}",
         "code": f.code,
@@ -126,7 +127,7 @@ def _finding_view(f: Finding, primary: Finding | None, index: int) -> dict[str, 
         "severity_class": _severity_class(f.severity),
         "title": f.title,
         "detail": f.detail,
-        "who": common.who(f.ranks, f.hosts, f.pids),
+        "who": common.who(f.ranks, f.hosts, f.pids, world),
         "communicator": f.communicator or "",
         "confidence": common.format_confidence(f.confidence),
         "confidence_word": common.confidence_word(f.confidence),
@@ -179,10 +180,10 @@ def _rank_view(r: RankView, is_culprit: bool, anchor: str) -> dict[str, object]:
     }
 
 
-def _stack_view(s: StackClass, index: int) -> dict[str, object]:
+def _stack_view(s: StackClass, index: int, world: int | None) -> dict[str, object]:
     return {
         "anchor": f"stack-{index}",
-        "ranks": s.ranks or common.name_list(s.pids),
+        "ranks": html_sections.ranks_view(s.ranks, world, s.pids),
         "count": s.count,
         "category": s.category,
         "call_site": s.call_site or "",
@@ -197,10 +198,10 @@ def _communicator_view(c: CommunicatorView) -> dict[str, object]:
     return {
         "id": c.id,
         "size": "?" if c.nranks is None else str(c.nranks),
-        "ranks_seen": c.ranks_seen,
-        "init_complete": c.init_complete,
-        "init_missing": c.init_missing,
-        "aborted": c.aborted,
+        "ranks_seen": html_sections.ranks_view(c.ranks_seen, c.nranks),
+        "init_complete": html_sections.ranks_view(c.init_complete, c.nranks),
+        "init_missing": html_sections.ranks_view(c.init_missing, c.nranks),
+        "aborted": html_sections.ranks_view(c.aborted, c.nranks),
         "progress": common.last_ops(c.last_op_counts),
         "channels": "" if c.channels is None else str(c.channels),
         "transports": common.transports(c.transports),
@@ -286,13 +287,17 @@ def build_view(d: Diagnosis) -> dict[str, object]:
         {
             "kind": kind,
             "count": len(findings),
-            "findings": [_finding_view(f, primary, index[id(f)]) for f in findings],
+            "findings": [
+                _finding_view(f, primary, index[id(f)], d.job.world_size) for f in findings
+            ],
         }
         for kind, findings in by_kind.items()
     ]
     css = _asset(STYLESHEET)
     js = _asset(SCRIPT)
-    ranks_known = format_ranks(r.rank for r in d.ranks if r.rank is not None)
+    ranks_known = common.rank_set(
+        [r.rank for r in d.ranks if r.rank is not None], d.job.world_size
+    )[0]
     page = html_sections.PAGE_ROWS
     topology = html_sections.topology_view(d)
     topology["help"] = TOPOLOGY_HELP
@@ -326,7 +331,7 @@ def build_view(d: Diagnosis) -> dict[str, object]:
             "open": len(d.ranks) <= OPEN_RANK_TABLE_LIMIT,
             "paged": len(d.ranks) > page,
         },
-        "stacks": [_stack_view(s, i) for i, s in enumerate(d.stack_classes, 1)],
+        "stacks": [_stack_view(s, i, d.job.world_size) for i, s in enumerate(d.stack_classes, 1)],
         "stack_tree": html_sections.stack_tree_view(d) if len(d.stack_classes) > 1 else [],
         "communicators": [_communicator_view(c) for c in d.communicators[:page]],
         "communicators_paged": len(d.communicators) > page,

@@ -14,7 +14,6 @@ from typing import cast
 from markupsafe import Markup
 
 from logsleuth.model.diagnosis import Diagnosis, Evidence, Finding, StackTreeNode
-from logsleuth.model.ranks import format_ranks
 from logsleuth.model.topology import TopologyView
 from logsleuth.report import common
 from logsleuth.report.progress_svg import render_progress_svg
@@ -65,6 +64,17 @@ def evidence_view(evidence: Sequence[Evidence]) -> list[dict[str, object]]:
             }
         )
     return views
+
+
+def ranks_view(
+    ranks: str | Sequence[int], world: int | None, pids: Sequence[int] = ()
+) -> dict[str, str]:
+    """Return a rank set STAT-style (``short``) with the whole list (``full``) when cut."""
+    short, full = common.rank_set(ranks, world)
+    if not short and pids:
+        short = f"{common.plural(len(pids), 'pid')} {common.name_list(pids)}"
+        full = ", ".join(map(str, pids)) if len(pids) > common.LIST_LIMIT else ""
+    return {"short": short, "full": full}
 
 
 def party_link(p: Party) -> dict[str, str]:
@@ -178,7 +188,7 @@ def progress_view(d: Diagnosis) -> dict[str, object]:
                 "svg": Markup(svg),
                 "groups": [
                     {
-                        "ranks": g.ranks,
+                        "ranks": ranks_view(g.ranks, p.nranks),
                         "count": g.count,
                         "position": common.group_position(g),
                         "lag": common.group_lag(g),
@@ -236,14 +246,14 @@ def config_view(d: Diagnosis) -> dict[str, object]:
     return {"differs": differs, "same": same}
 
 
-def _tree_node(node: StackTreeNode, budget: list[int]) -> dict[str, object]:
+def _tree_node(node: StackTreeNode, budget: list[int], world: int | None) -> dict[str, object]:
     """Return a node and the chain of single children below it as one collapsible entry."""
     frames = [node.frame]
     while len(node.children) == 1 and node.children[0].count == node.count and not node.category:
         node = node.children[0]
         frames.append(node.frame)
     budget[0] -= 1
-    who = format_ranks(node.ranks) if node.ranks else common.name_list(node.pids)
+    who = ranks_view(node.ranks, world, node.pids)
     ends = ""
     if node.category:
         ends = node.category + (f" ({node.collective})" if node.collective else "")
@@ -251,7 +261,7 @@ def _tree_node(node: StackTreeNode, budget: list[int]) -> dict[str, object]:
     for child in node.children:
         if budget[0] <= 0:
             break
-        children.append(_tree_node(child, budget))
+        children.append(_tree_node(child, budget, world))
     return {
         "frames": frames,
         "who": who,
@@ -269,7 +279,8 @@ def stack_tree_view(d: Diagnosis) -> list[dict[str, object]]:
     if root is None:
         return []
     budget = [TREE_NODE_LIMIT]
-    return [_tree_node(child, budget) for child in root.children if budget[0] > 0]
+    world = d.job.world_size
+    return [_tree_node(child, budget, world) for child in root.children if budget[0] > 0]
 
 
 def topology_view(d: Diagnosis) -> dict[str, object]:

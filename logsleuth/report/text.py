@@ -108,7 +108,9 @@ def _next_steps(primary: Finding) -> Iterator[RenderableType]:
     yield _indent(grid)
 
 
-def _findings(findings: Sequence[Finding], title: str) -> Iterator[RenderableType]:
+def _findings(
+    findings: Sequence[Finding], title: str, world: int | None = None
+) -> Iterator[RenderableType]:
     if not findings:
         return
     yield Text()
@@ -121,7 +123,7 @@ def _findings(findings: Sequence[Finding], title: str) -> Iterator[RenderableTyp
         grid.add_column(overflow="fold")
         for f in group:
             body = Text(f.title)
-            where = common.who(f.ranks, f.hosts, f.pids)
+            where = common.who(f.ranks, f.hosts, f.pids, world)
             extra = [where] if where else []
             extra.append(f"confidence {common.format_confidence(f.confidence)}")
             body.append("\n" + "; ".join(extra), style="dim")
@@ -166,7 +168,7 @@ def _stacks(d: Diagnosis) -> Iterator[RenderableType]:
     table = _table("Ranks", "Count", "Category", "Call site", "Innermost frame")
     for s in d.stack_classes[:TABLE_ROW_LIMIT]:
         table.add_row(
-            s.ranks or common.name_list(s.pids),
+            common.rank_set(s.ranks, d.job.world_size)[0] or common.name_list(s.pids),
             str(s.count),
             s.category,
             s.call_site or "",
@@ -189,9 +191,9 @@ def _communicators(d: Diagnosis) -> Iterator[RenderableType]:
         table.add_row(
             c.id,
             "?" if c.nranks is None else str(c.nranks),
-            c.init_complete,
-            c.init_missing,
-            c.aborted,
+            common.rank_set(c.init_complete, c.nranks)[0],
+            common.rank_set(c.init_missing, c.nranks)[0],
+            common.rank_set(c.aborted, c.nranks)[0],
             common.last_ops(c.last_op_counts),
         )
     yield _indent(table)
@@ -305,7 +307,8 @@ def _sections(d: Diagnosis) -> Iterator[RenderableType]:
         yield from text_sections.progress(d)
         yield from text_sections.timeline(d)
     others = [f for f in d.findings if f is not primary]
-    yield from _findings(others, "Findings" if primary is None else "Other findings")
+    title = "Findings" if primary is None else "Other findings"
+    yield from _findings(others, title, d.job.world_size)
     if not healthy:
         yield from _culprits(d)
         yield from _stacks(d)

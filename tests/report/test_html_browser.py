@@ -188,7 +188,7 @@ def test_sections_for_a_reader_new_to_nccl(watched: _Watched) -> None:
     for section in ("overview", "progress", "stacks", "timeline", "findings", "config", "gaps"):
         assert watched.page.locator(f"#{section} > p.help").first.is_visible(), section
     laggard = watched.page.locator("#progress tr.laggard td").first.inner_text()
-    assert laggard == "5"
+    assert laggard == "rank 5"
 
 
 @pytest.fixture(scope="module")
