@@ -113,8 +113,12 @@
     this.page = Math.min(Math.max(page, 0), pages - 1);
     var start = this.page * PAGE;
     var slice = this.shown.slice(start, start + PAGE);
+    // The blamed processes stay in the table on every page, on screen and on paper.
+    var pinned = this.shown.filter(function (row) { return row.cls === "culprit" && slice.indexOf(row) < 0; });
+    slice = slice.concat(pinned);
     var fragment = doc.createDocumentFragment();
     var numeric = this.numeric;
+    this.body.textContent = "";  // before the new rows take the anchors (id="rank-N")
     slice.forEach(function (row) {
       var tr = doc.createElement("tr");
       if (row.cls) { tr.className = row.cls; }
@@ -131,10 +135,10 @@
       });
       fragment.appendChild(tr);
     });
-    this.body.textContent = "";
     this.body.appendChild(fragment);
     this.status.textContent = this.shown.length
-      ? "rows " + (start + 1) + "-" + (start + slice.length) + " of " + this.shown.length +
+      ? "rows " + (start + 1) + "-" + (start + slice.length - pinned.length) + " of " + this.shown.length +
+        (pinned.length ? " (and the culprit's row)" : "") +
         (this.shown.length < this.rows.length ? " (filtered from " + this.rows.length + ")" : "")
       : "no rows match";
   };

@@ -12,13 +12,13 @@ import base64
 import gzip
 import hashlib
 from functools import cache
+from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 from logsleuth.model.diagnosis import (
     SEVERITIES,
-    CommunicatorView,
     Diagnosis,
     Evidence,
     Finding,
@@ -27,7 +27,7 @@ from logsleuth.model.diagnosis import (
     StackClass,
 )
 from logsleuth.report import common, html_sections
-from logsleuth.report.json import build_json, dumps_canonical
+from logsleuth.report.json import build_json, communicator_entries, dumps_canonical
 from logsleuth.resources import template_dir
 
 TEMPLATE = "report.html.j2"
@@ -37,8 +37,10 @@ SCRIPT = "report.js"
 OPEN_RANK_TABLE_LIMIT = 64
 """Jobs up to this many processes show the per-rank table expanded."""
 TOPOLOGY_HELP = (
-    "How NCCL wired each communicator at init: hosts as boxes with their GPUs inside, ring "
-    "connections coloured by transport, and hosts or ranks a topology finding names outlined in red."
+    "How NCCL wired each communicator at init: hosts as boxes (with their rank ranges) and "
+    "their GPUs inside, ring connections coloured by transport, the culprit's GPU, host and "
+    "links in red, and hosts or ranks a topology finding names outlined in red; the culprit's "
+    "communicator comes first. Communicators on many hosts are summarized, not drawn."
 )
 VERDICT_STEPS = 3
 """Next steps the verdict banner lists; the primary finding below has all of them."""
@@ -140,7 +142,9 @@ def _finding_view(
     }
 
 
-def _verdict_view(d: Diagnosis, primary: Finding | None) -> dict[str, object]:
+def _verdict_view(
+    d: Diagnosis, primary: Finding | None, topology: dict[str, Any]
+) -> dict[str, object]:
     v = d.verdict
     severity = primary.severity if primary is not None else None
     rule = ""
@@ -151,7 +155,18 @@ def _verdict_view(d: Diagnosis, primary: Finding | None) -> dict[str, object]:
         "summary": v.summary,
         "tone": _TONES.get(v.kind, _severity_class(severity)),
         "severity": severity or "",
-        "culprits": html_sections.culprit_links(d) + html_sections.culprit_facts(d),
+        "culprits": html_sections.culprit_links(d)
+        + html_sections.culprit_facts(d)
+        + [
+            {
+                "label": "topology",
+                "value": f"comm {v['id']}",
+                "href": f"#{v['anchor']}",
+                "filter": "",
+            }
+            for v in topology["views"][:1]
+            if v["culprit"]
+        ],
         "time_span": common.time_range(d),
         "confidence": common.format_confidence(v.confidence),
         "confidence_word": common.confidence_word(v.confidence),
@@ -194,18 +209,21 @@ def _stack_view(s: StackClass, index: int, world: int | None) -> dict[str, objec
     }
 
 
-def _communicator_view(c: CommunicatorView) -> dict[str, object]:
+def _communicator_view(c: dict[str, Any]) -> dict[str, object]:
+    """Return one row of the communicator table from its ``communicators[]`` JSON entry."""
+    nranks = c["nranks"]
+    ops = [(g["ranks"], g["op_count"], g["collective"]) for g in c["last_op_counts"]]
     return {
-        "id": c.id,
-        "size": "?" if c.nranks is None else str(c.nranks),
-        "ranks_seen": html_sections.ranks_view(c.ranks_seen, c.nranks),
-        "init_complete": html_sections.ranks_view(c.init_complete, c.nranks),
-        "init_missing": html_sections.ranks_view(c.init_missing, c.nranks),
-        "aborted": html_sections.ranks_view(c.aborted, c.nranks),
-        "progress": common.last_ops(c.last_op_counts),
-        "channels": "" if c.channels is None else str(c.channels),
-        "transports": common.transports(c.transports),
-        "hosts": common.name_list(sorted(set(c.hosts))),
+        "id": c["id"],
+        "size": "?" if nranks is None else str(nranks),
+        "ranks_seen": html_sections.ranks_view(c["ranks_seen"], nranks),
+        "init_complete": html_sections.ranks_view(c["init_complete"], nranks),
+        "init_missing": html_sections.ranks_view(c["init_missing"], nranks),
+        "aborted": html_sections.ranks_view(c["aborted"], nranks),
+        "progress": common.last_ops(ops),
+        "channels": "" if c["channels"] is None else str(c["channels"]),
+        "transports": common.transports(c["transports"].items()),
+        "hosts": common.name_list(c["hosts"]),
     }
 
 
@@ -279,7 +297,10 @@ def build_view(d: Diagnosis) -> dict[str, object]:
     their text themselves) and the script-safe JSON payload.
     """
     data_type, data = embedded_data(d)
+    topology = html_sections.topology_view(common.scrub_controls(d))
     d = common.scrub_controls(d)
+    # The table lists what the JSON's communicators[] lists: split communicators included.
+    comms = communicator_entries(d)
     primary = common.primary_finding(d)
     index = {id(f): i for i, f in enumerate(d.findings, 1)}
     by_kind = dict(common.group_findings(d.findings))
@@ -299,13 +320,12 @@ def build_view(d: Diagnosis) -> dict[str, object]:
         [r.rank for r in d.ranks if r.rank is not None], d.job.world_size
     )[0]
     page = html_sections.PAGE_ROWS
-    topology = html_sections.topology_view(d)
     topology["help"] = TOPOLOGY_HELP
     return {
         "title": _title(d),
         "generator": f"logsleuth {d.version}",
         "help": dict(common.SECTION_HELP),
-        "verdict": _verdict_view(d, primary),
+        "verdict": _verdict_view(d, primary, topology),
         "story": html_sections.story_view(d),
         "evidence": {
             "lines": _evidence_view(primary.evidence) if primary is not None else [],
@@ -315,7 +335,7 @@ def build_view(d: Diagnosis) -> dict[str, object]:
         "counts": {
             "findings": len(d.findings),
             "stacks": len(d.stack_classes),
-            "communicators": len(d.communicators),
+            "communicators": len(comms),
             "gaps": len(d.gaps),
             "timeline": len(d.timeline),
             "config_differs": sum(1 for c in d.config if c.differs),
@@ -333,8 +353,8 @@ def build_view(d: Diagnosis) -> dict[str, object]:
         },
         "stacks": [_stack_view(s, i, d.job.world_size) for i, s in enumerate(d.stack_classes, 1)],
         "stack_tree": html_sections.stack_tree_view(d) if len(d.stack_classes) > 1 else [],
-        "communicators": [_communicator_view(c) for c in d.communicators[:page]],
-        "communicators_paged": len(d.communicators) > page,
+        "communicators": [_communicator_view(c) for c in comms[:page]],
+        "communicators_paged": len(comms) > page,
         "job": {
             "summary": common.job_summary(d),
             "nccl_versions": [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from logsleuth.model.diagnosis import (
     CommProgress,
@@ -106,7 +107,7 @@ def _communicator(c: CommunicatorView) -> dict[str, object]:
     }
 
 
-def _communicators(d: Diagnosis) -> list[dict[str, object]]:
+def communicator_entries(d: Diagnosis) -> list[dict[str, Any]]:
     """Return ``communicators[]``, each with its rebuilt ``topology`` (or null).
 
     A topology whose communicator has no entry of its own (split children that share one
@@ -324,7 +325,7 @@ def build_json(d: Diagnosis) -> dict[str, object]:
         "verdict": _verdict(d.verdict),
         "findings": [_finding(f) for f in d.findings],
         "job": _job(d.job),
-        "communicators": _communicators(d),
+        "communicators": communicator_entries(d),
         "stacks": _stacks(d),
         "ranks": [_rank(r) for r in d.ranks],
         "inputs": [_input(i) for i in d.inputs],

@@ -123,15 +123,17 @@ def _walk(start: str, by_waiter: dict[str, list[WaitEdge]], culprits: set[str]) 
     return chain
 
 
-def _start(w: WaitFor, by_waiter: dict[str, list[WaitEdge]], order: dict[str, int]) -> str | None:
+def _start(
+    w: WaitFor, by_waiter: dict[str, list[WaitEdge]], order: dict[str, int], ends: tuple[str, ...]
+) -> str | None:
     """Pick the symptom: a waiter whose chain reaches the strongest culprit.
 
     Preferred: a process nobody waits for (the outer end of the chain), then the longest
     chain, then one whose first edge quotes a line, then the first node in graph order.
     """
     waited_on = {e.waits_for for e in w.edges}
-    target = w.culprits[0] if w.culprits else None
-    culprits = set(w.culprits)
+    target = ends[0] if ends else None
+    culprits = set(ends)
     best: tuple[object, ...] | None = None
     chosen: str | None = None
     for waiter in by_waiter:
@@ -163,10 +165,17 @@ def build_story(d: Diagnosis) -> Story | None:
     for edge in w.edges:
         by_waiter.setdefault(edge.waiter, []).append(edge)
         by_target.setdefault(edge.waits_for, set()).add(edge.waiter)
-    start = _start(w, by_waiter, order)
+    # Where waiting ends: the graph's culprits, else the processes the verdict blames.
+    ends = w.culprits or tuple(
+        n.id
+        for n in w.nodes
+        if (n.rank is not None and n.rank in d.verdict.culprit_ranks)
+        or (n.rank is None and n.pid is not None and n.pid in d.verdict.culprit_pids)
+    )
+    start = _start(w, by_waiter, order, ends)
     if start is None:
         return None
-    chain = _walk(start, by_waiter, set(w.culprits))
+    chain = _walk(start, by_waiter, set(ends))
     hops = []
     for edge in chain:
         others = [
@@ -186,7 +195,7 @@ def build_story(d: Diagnosis) -> Story | None:
             )
         )
     end = chain[-1].waits_for if chain else start
-    culprit = _party(nodes.get(end), end) if end in w.culprits else None
+    culprit = _party(nodes.get(end), end) if end in ends else None
     passed = {start, *(e.waiter for e in chain)}
     return Story(
         hops=tuple(hops),
