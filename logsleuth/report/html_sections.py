@@ -376,7 +376,7 @@ def topology_view(d: Diagnosis) -> dict[str, object]:
         if small:
             svg = render_topology_svg(t, culprits)
         elif part is not None:
-            svg = render_topology_svg(part, culprits)
+            svg = render_topology_svg(part, culprits, part_of=len(t.hosts))
         views.append(
             {
                 "anchor": f"topo-{i + 1}",

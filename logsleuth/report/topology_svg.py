@@ -148,7 +148,10 @@ def _host_box(host: TopoHost, lay: _Layout, culprits: frozenset[int]) -> list[st
     stroke, width = (ANOMALY, "3") if host.anomalous else ("#90a4ae", "1")
     if culprits & set(host.ranks):
         stroke, width = CULPRIT, "3"
-    label = f"{host.name}  ranks {format_ranks(host.ranks)}" if host.ranks else host.name
+    # Small (aggregated) boxes say their ranks on the bottom line, beside the intra-host links.
+    label = host.name
+    if host.ranks and not lay.small:
+        label = f"{host.name}  ranks {format_ranks(host.ranks)}"
     out = [
         f'<rect x="{hx:.0f}" y="{hy:.0f}" width="{lay.box_w}" height="{lay.box_h}" rx="6" '
         f'fill="#f5f7fa" stroke="{stroke}" stroke-width="{width}">'
@@ -191,7 +194,9 @@ def _gpu_cells(
     if lay.small:
         hx, hy = lay.host_pos[host.name]
         intra = lay.intra.get(host.name, [])
-        label = ", ".join(f"{link.transport} x{link.channels}" for link in intra)
+        parts = [f"ranks {format_ranks(host.ranks)}"] if host.ranks else []
+        parts += [f"{link.transport} x{link.channels}" for link in intra]
+        label = "; ".join(parts)
         out.append(f'<text x="{hx + 8:.0f}" y="{hy + lay.box_h - 8:.0f}">{escape(label)}</text>')
     return out
 
@@ -247,15 +252,31 @@ def _link_paths(
     return out
 
 
-def render_topology_svg(view: TopologyView, culprits: frozenset[int] = frozenset()) -> str:
+def render_topology_svg(
+    view: TopologyView, culprits: frozenset[int] = frozenset(), *, part_of: int | None = None
+) -> str:
     """Render ``view`` as a standalone SVG document fragment (``<svg>...</svg>``).
 
     Args:
         view: The communicator to draw.
         culprits: Its ranks (communicator ranks) that the verdict blames: their GPU, host box
             and links are drawn in the culprit's colour.
+        part_of: When ``view`` holds only some hosts of the communicator, how many it has.
     """
     lay = _Layout(view)
+    hosts_word = "host" if len(view.hosts) == 1 else "hosts"
+    heading = (
+        f"comm {view.id}: {view.nranks if view.nranks is not None else len(view.ranks)} ranks "
+        f"on {len(view.hosts)} {hosts_word}"
+        + (f", {view.channels} channels" if view.channels else "")
+        + (" (links aggregated per host)" if view.aggregated else "")
+    )
+    if part_of is not None:
+        heading = (
+            f"comm {view.id}: the culprit's host and the hosts its links join "
+            f"({len(view.hosts)} of {part_of})"
+        )
+    lay.width = max(lay.width, 2 * PAD + 7 * len(heading))
     out: list[str] = []
     out.append(
         f'<svg xmlns="http://www.w3.org/2000/svg" class="topology" role="img" '
@@ -264,13 +285,6 @@ def render_topology_svg(view: TopologyView, culprits: frozenset[int] = frozenset
     )
     # A light card in either colour scheme: the drawing's dark text stays readable.
     out.append(f'<rect width="{lay.width:.0f}" height="{lay.height:.0f}" fill="#ffffff"/>')
-    hosts_word = "host" if len(view.hosts) == 1 else "hosts"
-    heading = (
-        f"comm {view.id}: {view.nranks if view.nranks is not None else len(view.ranks)} ranks "
-        f"on {len(view.hosts)} {hosts_word}"
-        + (f", {view.channels} channels" if view.channels else "")
-        + (" (links aggregated per host)" if view.aggregated else "")
-    )
     out.append(f"<title>{escape(heading)}</title>")
     out.append(f'<text x="{PAD}" y="20" font-size="13" font-weight="bold">{escape(heading)}</text>')
     used = sorted({link.transport for link in view.links}, key=list(COLOURS).index)
