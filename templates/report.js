@@ -35,7 +35,9 @@
     return function (rank, text) {
       if (!query) { return true; }
       if (ranges) {
-        return ranges.some(function (r) { return rank >= r[0] && rank <= r[1]; });
+        // A number is a rank, or a pid (a whole cell): "4105" finds the process with that pid.
+        return ranges.some(function (r) { return rank >= r[0] && rank <= r[1]; }) ||
+          ("\t" + text + "\t").indexOf("\t" + query + "\t") >= 0;
       }
       return text.toLowerCase().indexOf(query) >= 0;
     };
@@ -157,7 +159,8 @@
     var rows = doc.querySelectorAll("#rank-table tbody tr");
     var shown = 0;
     Array.prototype.forEach.call(rows, function (row) {
-      var ok = match(Number(row.getAttribute("data-rank")), row.textContent);
+      var cells = Array.prototype.map.call(row.cells, function (c) { return c.textContent; });
+      var ok = match(Number(row.getAttribute("data-rank")), cells.join("\t"));
       row.hidden = !ok;
       if (ok) { shown += 1; }
     });

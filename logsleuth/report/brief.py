@@ -87,7 +87,8 @@ def render_brief(d: Diagnosis, *, width: int = 100, full_report: str | None = No
     if len(wrapped) > HEADLINE_LINES:
         head[-1] = _cut(head[-1] + " " + " ".join(wrapped[HEADLINE_LINES:]), width)
     head.append(_cut(f"  {_facts(d)}", width))
-    tail = [_cut(f"full report: {full_report}", width)] if full_report else []
+    # A path is copied, not read: never cut it.
+    tail = [f"full report: {full_report}"] if full_report else []
     tail.append(_cut(verdict_line(d), width))
     budget = MAX_LINES - len(head) - len(tail)
     chain = _chain(d, width, evidence=True)

@@ -246,3 +246,24 @@ def test_file_is_small_and_opens_fast(browser: object, incident: Incident) -> No
         assert elapsed < 2.0, f"{elapsed:.2f} s to open"
     finally:
         context.close()
+
+
+def test_filter_finds_pids_bus_ids_and_hosts(opened: _Watched, incident: Incident) -> None:
+    page = opened.page
+    if not page.eval_on_selector("#rank-details", "el => el.open"):
+        page.click("#rank-details > summary")
+    rows = page.locator("#rank-table tbody tr:not([hidden])")
+    page.fill("#rank-filter", str(incident.pid))
+    assert rows.count() == 1
+    assert rows.first.get_attribute("data-rank") == str(incident.culprit)
+    page.fill("#rank-filter", incident.host)
+    ranks = incident.data["ranks"]
+    assert isinstance(ranks, list)
+    on_host = [r for r in ranks if r["host"] == incident.host]
+    assert rows.count() == len(on_host) > 1
+    bus = next(r["bus_ids"] for r in ranks if r["rank"] == incident.culprit)
+    assert bus, "the culprit logged no bus id"
+    page.fill("#rank-filter", bus[0])
+    found = [rows.nth(i).get_attribute("data-rank") for i in range(rows.count())]
+    assert str(incident.culprit) in found
+    assert opened.errors == []
