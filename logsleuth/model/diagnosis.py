@@ -134,6 +134,9 @@ class StackClass:
     collective: str | None = None
     pids: tuple[int, ...] = ()
     hosts: tuple[str, ...] = ()
+    libraries: tuple[str | None, ...] = ()
+    """The library each frame runs in (``torch``, ``stdlib``, ``native``), None for user code;
+    in the order of :attr:`frames` (empty when not known)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

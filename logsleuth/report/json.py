@@ -210,6 +210,7 @@ def _stack_class(s: StackClass) -> dict[str, object]:
         "collective": s.collective,
         "pids": sorted(set(s.pids)),
         "hosts": sorted(set(s.hosts)),
+        "libraries": list(s.libraries),
     }
 
 

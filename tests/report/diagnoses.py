@@ -231,6 +231,7 @@ def _missing_collective() -> Diagnosis:
         collective="all_reduce",
         pids=tuple(_pid(r) for r in waiting),
         hosts=HOSTS,
+        libraries=("torch", "torch", None, None, None, None),
     )
     loader_stack = StackClass(
         ranks="5",
@@ -249,6 +250,7 @@ def _missing_collective() -> Diagnosis:
         call_site="train_loop (train.py:61)",
         pids=(4105,),
         hosts=("node-b",),
+        libraries=("stdlib", "stdlib", "torch", "torch", "torch", None, None, None),
     )
     world = CommunicatorView(
         id=COMM,
