@@ -130,6 +130,7 @@ def _finding_view(
         "title": f.title,
         "detail": f.detail,
         "who": common.who(f.ranks, f.hosts, f.pids, world),
+        "links": html_sections.row_links(f.ranks, f.hosts, f.pids),
         "communicator": f.communicator or "",
         "confidence": common.format_confidence(f.confidence),
         "confidence_word": common.confidence_word(f.confidence),

@@ -15,7 +15,7 @@ from typing import cast
 from markupsafe import Markup
 
 from logsleuth.model.diagnosis import Diagnosis, Evidence, Finding, StackTreeNode
-from logsleuth.model.ranks import format_ranks
+from logsleuth.model.ranks import format_ranks, parse_ranks
 from logsleuth.model.topology import TopologyView
 from logsleuth.report import common
 from logsleuth.report.progress_svg import render_progress_svg
@@ -77,6 +77,24 @@ def ranks_view(
         short = f"{common.plural(len(pids), 'pid')} {common.name_list(pids)}"
         full = ", ".join(map(str, pids)) if len(pids) > common.LIST_LIMIT else ""
     return {"short": short, "full": full}
+
+
+def row_links(
+    ranks: Sequence[int], hosts: Sequence[str] = (), pids: Sequence[int] = ()
+) -> list[dict[str, str]]:
+    """Return links to the rows of a few processes: each rank, else each pid, and each host."""
+    links: list[dict[str, str]] = []
+    unique = sorted(set(ranks))
+    if 0 < len(unique) <= common.LIST_LIMIT:
+        links += [{"text": f"rank {r}", "href": f"#rank-{r}", "filter": str(r)} for r in unique]
+    elif not unique and 0 < len(set(pids)) <= common.LIST_LIMIT:
+        links += [
+            {"text": f"pid {p}", "href": "#ranks", "filter": str(p)} for p in sorted(set(pids))
+        ]
+    names = sorted(set(hosts))
+    if 0 < len(names) <= common.LIST_LIMIT:
+        links += [{"text": h, "href": "#ranks", "filter": h} for h in names]
+    return links
 
 
 def party_link(p: Party) -> dict[str, str]:
@@ -208,6 +226,10 @@ def progress_view(d: Diagnosis) -> dict[str, object]:
     }
 
 
+def _is_ranks(text: str) -> bool:
+    return bool(text) and all(part.replace("-", "").isdigit() for part in text.split(","))
+
+
 def timeline_view(d: Diagnosis) -> dict[str, object]:
     """Return the first-error rows, earliest first, capped at :data:`TIMELINE_ROWS`."""
     rows = []
@@ -218,6 +240,7 @@ def timeline_view(d: Diagnosis) -> dict[str, object]:
                 "last_time": e.last_time or "",
                 "kind": e.kind,
                 "who": common.first_error_who(e),
+                "links": row_links(parse_ranks(e.ranks) if _is_ranks(e.ranks) else (), e.hosts),
                 "message": e.message,
                 "evidence": evidence_view([e.evidence]) if e.evidence is not None else [],
             }

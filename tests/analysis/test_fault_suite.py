@@ -139,7 +139,8 @@ def test_init_never_without_the_manifest_is_less_sure(tmp_path: Path) -> None:
     generate(tmp_path, ranks=16, hosts=2, ops=OPS, fault="init-never", culprit=9)
     d = analyze([str(tmp_path / "nccl")]).diagnosis
     assert (d.verdict.kind, d.verdict.culprit_ranks) == ("init-stall", (9,))
-    assert d.findings[0].confidence == 0.45
+    # The rule says 0.45; the verdict lowers it for the coverage, and its finding says the same.
+    assert d.findings[0].confidence == d.verdict.confidence == 0.44
     assert "its log may simply be missing" in d.findings[0].detail
 
 

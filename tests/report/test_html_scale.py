@@ -113,9 +113,8 @@ def test_counts_agree_across_nav_tables_and_json(opened: _Watched, incident: Inc
     assert _nav_count(page, "findings") == len(findings)
     assert _nav_count(page, "stacks") == len(stacks["classes"])
     assert page.inner_text("#rank-details > summary").startswith(f"{len(ranks)} processes")
-    page.click("#rank-details > summary") if not page.eval_on_selector(
-        "#rank-details", "el => el.open"
-    ) else None
+    if not page.eval_on_selector("#rank-details", "el => el.open"):
+        page.click("#rank-details > summary")
     if len(ranks) > 100:
         status = page.inner_text(".pager[data-table='rank-table'] .pager-status")
         assert f"of {len(ranks)}" in status
