@@ -117,3 +117,34 @@ def test_live_prints_the_brief_report_unless_asked_for_the_full_text() -> None:
     assert full.format == "text"
     assert parser.parse_args(["analyze", "x"]).format == "text"
     assert parser.parse_args(["analyze", "x", "--brief"]).format == "brief"
+
+
+def test_rank_sets_read_like_stat() -> None:
+    from logsleuth.report.common import rank_set
+
+    most = [r for r in range(4096) if r not in (12, 1365, 2047)]
+    assert rank_set(most, 4096) == ("4,093 of 4,096 ranks (all but 12,1365,2047)", "")
+    scattered = [r for r in range(4096) if r % 512 != 7]
+    short, full = rank_set(scattered, 4096)
+    assert short == "4,088 of 4,096 ranks (all but 7,519,1031,1543,2055,2567,3079,3591)"
+    assert full.startswith("0-6,8-518,520-1030,")
+    assert rank_set(range(4096), 4096) == ("all 4,096 ranks", "")
+    assert rank_set("0-3,5", 8) == ("ranks 0-3,5", "")
+    assert rank_set("5", 8) == ("rank 5", "")
+    short, full = rank_set(range(0, 4096, 2), 4096)
+    assert short.startswith("2,048 ranks (0,2,4,") and short.endswith(",...)")
+    assert len(full.split(",")) == 2048
+    assert rank_set("node-a pid 7") == ("node-a pid 7", "")
+
+
+def test_html_tells_the_story_between_the_banner_and_the_evidence() -> None:
+    from logsleuth.report.html import render_html
+
+    html = render_html(missing_collective())
+    assert html.index('id="verdict"') < html.index('id="story"') < html.index('id="evidence"')
+    story = html[html.index('id="story"') : html.index('id="evidence"')]
+    assert '<a class="xref" href="#rank-0" data-filter="0">rank 0 (node-a pid 4100)</a>' in story
+    assert '<a class="xref" href="#rank-5" data-filter="5">rank 5 (node-b pid 4105)</a>' in story
+    assert "launcher.log:88" in story
+    assert '<tr id="rank-5" data-rank="5" class="culprit">' in html
+    assert '<a class="xref culprit-link" href="#rank-5" data-filter="5">5</a>' in html
