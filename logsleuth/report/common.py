@@ -140,7 +140,15 @@ def rank_set(ranks: Iterable[int] | str, world: int | None = None) -> tuple[str,
     inside = world is not None and world > 0 and values[-1] < world and values[0] >= 0
     if inside and world is not None and n == world:
         return (f"all {world:,} ranks" if world > 1 else "rank 0"), ""
-    if inside and world is not None and n * 2 > world and n > 1:
+    # "all but" reads best when few are missing, or when the list itself is too long.
+    few_missing = world is not None and (world - n) * 8 <= world
+    if (
+        inside
+        and world is not None
+        and n * 2 > world
+        and n > 1
+        and (few_missing or len(full) > RANK_SET_CHARS)
+    ):
         missing = format_ranks(set(range(world)) - set(values))
         if len(missing) <= RANK_SET_CHARS:
             cut = full if len(full) > RANK_SET_CHARS else ""
