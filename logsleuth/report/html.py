@@ -26,7 +26,7 @@ from logsleuth.model.diagnosis import (
     RankView,
     StackClass,
 )
-from logsleuth.report import common, html_sections
+from logsleuth.report import common, html_sections, html_topology
 from logsleuth.report.json import build_json, communicator_entries, dumps_canonical
 from logsleuth.resources import template_dir
 
@@ -298,7 +298,7 @@ def build_view(d: Diagnosis) -> dict[str, object]:
     their text themselves) and the script-safe JSON payload.
     """
     data_type, data = embedded_data(d)
-    topology = html_sections.topology_view(common.scrub_controls(d))
+    topology = html_topology.topology_view(common.scrub_controls(d))
     d = common.scrub_controls(d)
     # The table lists what the JSON's communicators[] lists: split communicators included.
     comms = communicator_entries(d)
