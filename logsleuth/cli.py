@@ -166,7 +166,14 @@ FORCE_COLOR, width follows COLUMNS. 'logsleuth COMMAND --help' shows more.""",
         "--json", metavar="FILE", help="write the diagnosis JSON here ('-' for stdout)"
     )
     analyze.add_argument(
-        "--format", choices=("text", "json"), default="text", help="what to print (default: text)"
+        "--format",
+        choices=("text", "brief", "json"),
+        default="text",
+        help="what to print: the full text report, the brief one (verdict, wait chain, next "
+        "steps in 15 lines) or the JSON (default: text)",
+    )
+    analyze.add_argument(
+        "--brief", dest="format", action="store_const", const="brief", help="--format brief"
     )
     analyze.add_argument("--quiet", action="store_true", help="print only the one-line verdict")
 
@@ -309,6 +316,16 @@ def _positive_float(text: str) -> float:
 
 def _add_live_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
+        "--format",
+        choices=("brief", "text"),
+        default="brief",
+        help="what to print at the end: the brief report (verdict, wait chain, next steps in "
+        "15 lines, the verdict again last) or the full text report (default: brief)",
+    )
+    parser.add_argument(
+        "--brief", dest="format", action="store_const", const="brief", help="--format brief"
+    )
+    parser.add_argument(
         "--out",
         metavar="DIR",
         help="bundle directory, new or empty (default: logsleuth-live-DATE-TIME)",
@@ -429,10 +446,18 @@ def _terminal(stream: TextIO, widest: int) -> tuple[bool, int]:
     return color, 100
 
 
-def _terminal_text(diagnosis: Diagnosis, stream: TextIO) -> str:
+FULL_TEXT_HINT = "the same command with --format text (or --html FILE)"
+
+
+def _terminal_text(
+    diagnosis: Diagnosis, stream: TextIO, fmt: str = "text", full_report: str | None = None
+) -> str:
+    from logsleuth.report.brief import render_brief
     from logsleuth.report.text import render_text
 
     color, width = _terminal(stream, 140)
+    if fmt == "brief":
+        return render_brief(diagnosis, width=width, full_report=full_report)
     return render_text(diagnosis, width=width, color=color)
 
 
@@ -459,9 +484,11 @@ def _run_analyze(args: argparse.Namespace) -> int:
     if args.quiet:
         verdict = diagnosis.verdict
         human.write(f"{verdict.kind}: {_shown(verdict.summary)}\n")
+    elif args.format == "brief":
+        human.write(_terminal_text(diagnosis, human, "brief", args.html or FULL_TEXT_HINT))
     elif not (args.format == "json" and args.json != "-"):
         human.write(_terminal_text(diagnosis, human))
-    if args.html and not args.quiet:
+    if args.html and not args.quiet and args.format != "brief":
         human.write(f"report: {args.html}\n")
     return _exit_code(diagnosis)
 
@@ -586,8 +613,12 @@ def _live(
     reporter.note(f"to attach the bundle to a ticket: logsleuth pack {out}")
     # The bundle is complete on disk; a terminal that is gone (SIGHUP) changes nothing.
     with contextlib.suppress(OSError):
-        sys.stdout.write(_terminal_text(diagnosis, sys.stdout))
-        sys.stdout.write(f"report: {out / 'report.html'}\n")
+        report = str(out / "report.html")
+        if args.format == "brief":
+            sys.stdout.write(_terminal_text(diagnosis, sys.stdout, "brief", report))
+        else:
+            sys.stdout.write(_terminal_text(diagnosis, sys.stdout))
+            sys.stdout.write(f"report: {report}\n")
         sys.stdout.flush()
     if result.survivors:
         with contextlib.suppress(OSError):

@@ -35,7 +35,9 @@
     return function (rank, text) {
       if (!query) { return true; }
       if (ranges) {
-        return ranges.some(function (r) { return rank >= r[0] && rank <= r[1]; });
+        // A number is a rank, or a pid (a whole cell): "4105" finds the process with that pid.
+        return ranges.some(function (r) { return rank >= r[0] && rank <= r[1]; }) ||
+          ("\t" + text + "\t").indexOf("\t" + query + "\t") >= 0;
       }
       return text.toLowerCase().indexOf(query) >= 0;
     };
@@ -52,10 +54,12 @@
       return data.ranks.map(function (r) {
         var culprit = r.rank !== null ? v.culprit_ranks.indexOf(r.rank) >= 0
           : v.culprit_pids.indexOf(r.pid) >= 0;
+        var gpu = r.devices.join(",");
+        if (r.bus_ids.length) { gpu = gpu ? gpu + " (" + r.bus_ids.join(",") + ")" : r.bus_ids.join(","); }
         return {
           rank: r.rank === null ? NaN : r.rank,
           cls: culprit ? "culprit" : "",
-          cells: [unknown(r.rank), r.host || "?", unknown(r.pid), r.devices.join(","),
+          cells: [unknown(r.rank), r.host || "?", unknown(r.pid), gpu,
             text(r.last_collective), text(r.state), text(r.first_error)]
         };
       });
@@ -102,6 +106,7 @@
     this.go(0);
   }
   Pager.prototype.filter = function (match) {
+    this.match = match;
     this.shown = this.rows.filter(function (row) { return match(row.rank, row.cells.join("\t")); });
     this.go(0);
   };
@@ -110,12 +115,19 @@
     this.page = Math.min(Math.max(page, 0), pages - 1);
     var start = this.page * PAGE;
     var slice = this.shown.slice(start, start + PAGE);
+    // The blamed processes stay in the table on every page, on screen and on paper.
+    var pinned = this.shown.filter(function (row) { return row.cls === "culprit" && slice.indexOf(row) < 0; });
+    slice = slice.concat(pinned);
     var fragment = doc.createDocumentFragment();
     var numeric = this.numeric;
+    this.body.textContent = "";  // before the new rows take the anchors (id="rank-N")
     slice.forEach(function (row) {
       var tr = doc.createElement("tr");
       if (row.cls) { tr.className = row.cls; }
-      if (!isNaN(row.rank)) { tr.setAttribute("data-rank", String(row.rank)); }
+      if (!isNaN(row.rank)) {
+        tr.setAttribute("data-rank", String(row.rank));
+        if (!doc.getElementById("rank-" + row.rank)) { tr.id = "rank-" + row.rank; }
+      }
       row.cells.forEach(function (value, i) {
         var td = doc.createElement("td");
         td.textContent = value;
@@ -125,10 +137,10 @@
       });
       fragment.appendChild(tr);
     });
-    this.body.textContent = "";
     this.body.appendChild(fragment);
     this.status.textContent = this.shown.length
-      ? "rows " + (start + 1) + "-" + (start + slice.length) + " of " + this.shown.length +
+      ? "rows " + (start + 1) + "-" + (start + slice.length - pinned.length) + " of " + this.shown.length +
+        (pinned.length ? " (and the culprit's row)" : "") +
         (this.shown.length < this.rows.length ? " (filtered from " + this.rows.length + ")" : "")
       : "no rows match";
   };
@@ -147,11 +159,71 @@
     var rows = doc.querySelectorAll("#rank-table tbody tr");
     var shown = 0;
     Array.prototype.forEach.call(rows, function (row) {
-      var ok = match(Number(row.getAttribute("data-rank")), row.textContent);
+      var cells = Array.prototype.map.call(row.cells, function (c) { return c.textContent; });
+      var ok = match(Number(row.getAttribute("data-rank")), cells.join("\t"));
       row.hidden = !ok;
       if (ok) { shown += 1; }
     });
     filterStatus.textContent = query ? shown + " of " + rows.length + " shown" : "";
+  });
+
+  // A rank, host, pid or communicator link goes to its row: the rank table opens, and a
+  // row that the pager does not show is brought up by filtering the table for it.
+  function follow(event) {
+    var link = event.target.closest ? event.target.closest("a.xref") : null;
+    if (!link) { return; }
+    var target = doc.getElementById(link.getAttribute("href").slice(1));
+    var holder = target ? target.closest("details") : null;
+    if (holder) { holder.open = true; }
+    if (target && target.tagName === "TR" && !target.hidden) { return; }
+    var details = doc.getElementById("rank-details");
+    if (!details || link.getAttribute("href").indexOf("#rank") !== 0) { return; }
+    event.preventDefault();
+    details.open = true;
+    filter.value = link.getAttribute("data-filter") || "";
+    filter.dispatchEvent(new Event("input"));
+    var row = doc.getElementById(link.getAttribute("href").slice(1)) || doc.getElementById("ranks");
+    row.scrollIntoView({ block: "center" });
+    if (history.replaceState) { history.replaceState(null, "", link.getAttribute("href")); }
+  }
+  doc.addEventListener("click", follow);
+
+  // Sortable tables: a click on a column heading sorts by it, a second click reverses.
+  function cellKey(value, numeric) {
+    if (numeric) { var n = Number(String(value).replace(/[,\s]/g, "")); return isNaN(n) ? -Infinity : n; }
+    var m = /^-?\d+/.exec(String(value));
+    return m ? Number(m[0]) : String(value).toLowerCase();
+  }
+  function compare(a, b) {
+    if (typeof a === typeof b) { return a < b ? -1 : a > b ? 1 : 0; }
+    return typeof a === "number" ? -1 : 1;
+  }
+  var pagers = {};
+  Array.prototype.forEach.call(doc.querySelectorAll("table.sortable thead th"), function (th, _) {
+    th.setAttribute("tabindex", "0");
+    th.setAttribute("aria-sort", "none");
+    th.title = "sort by this column";
+    th.addEventListener("click", function () {
+      var table = th.closest("table");
+      var index = Array.prototype.indexOf.call(th.parentNode.children, th);
+      var numeric = th.classList.contains("num");
+      var order = th.getAttribute("aria-sort") === "ascending" ? -1 : 1;
+      Array.prototype.forEach.call(th.parentNode.children, function (o) { o.setAttribute("aria-sort", "none"); });
+      th.setAttribute("aria-sort", order === 1 ? "ascending" : "descending");
+      var pager = pagers[table.id];
+      if (pager) {
+        pager.rows.sort(function (a, b) { return order * compare(cellKey(a.cells[index], numeric), cellKey(b.cells[index], numeric)); });
+        pager.filter(pager.match || function () { return true; });
+        return;
+      }
+      var body = table.querySelector("tbody");
+      var rows = Array.prototype.slice.call(body.rows);
+      rows.sort(function (a, b) {
+        return order * compare(cellKey(a.cells[index] ? a.cells[index].textContent : "", numeric),
+          cellKey(b.cells[index] ? b.cells[index].textContent : "", numeric));
+      });
+      rows.forEach(function (row) { body.appendChild(row); });
+    });
   });
 
   function ready(json, data) {
@@ -159,6 +231,7 @@
     link.href = URL.createObjectURL(new Blob([json], { type: "application/json" }));
     Array.prototype.forEach.call(doc.querySelectorAll(".pager[data-table]"), function (el) {
       var pager = new Pager(el, data);
+      pagers[pager.table.id] = pager;
       if (pager.table.id === "rank-table") { rankPager = pager; }
     });
     // The report benchmark reads this mark: the time from navigation until the page is usable.

@@ -79,7 +79,11 @@ def test_bash_completion_follows_the_parser(capsys: pytest.CaptureFixture[str]) 
         "analyze", "completion", "coverage", "explain", "live", "pack", "repro", "schema",
     ]  # fmt: skip
     assert _bash_complete(script, "logsleuth analyze --fo") == ["--format"]
-    assert _bash_complete(script, "logsleuth --debug analyze --format ") == ["text", "json"]
+    assert _bash_complete(script, "logsleuth --debug analyze --format ") == [
+        "text",
+        "brief",
+        "json",
+    ]
     assert _bash_complete(script, "logsleuth repro ") == ["list", "run"]
     assert _bash_complete(script, "logsleuth live --capture") == ["--capture-only"]
     assert _bash_complete(script, "logsleuth analyze fixtures/de") == ["fixtures/demo"]
@@ -90,7 +94,7 @@ def test_zsh_completion_names_every_command(capsys: pytest.CaptureFixture[str]) 
     script = capsys.readouterr().out
     assert script.startswith("#compdef logsleuth\n")
     assert '"repro run") _arguments -s' in script
-    assert "'--format[]:value:(text json)'" in script
+    assert "'--format[]:value:(text brief json)'" in script
     assert "local path" not in script  # zsh ties $path to $PATH: it would lose every command
     if shutil.which("zsh"):
         subprocess.run(["zsh", "-n"], input=script, text=True, check=True)

@@ -13,7 +13,7 @@ from logsleuth.analysis.p2p import p2p_view
 from logsleuth.analysis.rules.registry import RULES
 from logsleuth.analysis.rules.stacks import proc_stacks
 from logsleuth.analysis.stack_classify import classify_dump
-from logsleuth.analysis.stacks import build_stack_classes
+from logsleuth.analysis.stacks import build_class_tree, build_stack_classes, find_outliers
 from logsleuth.analysis.topology import build_topology_views
 from logsleuth.analysis.waitfor import wait_for
 from logsleuth.model.base import Event, InputSummary
@@ -228,6 +228,16 @@ def _verdict(findings: Sequence[Finding], led: bool) -> Verdict:
     )
 
 
+FIRST_ERROR_CHARS = 160
+"""Characters of a rank's first error kept in its row; a longer message ends in an ellipsis."""
+
+
+def _cut(message: str) -> str:
+    if len(message) <= FIRST_ERROR_CHARS:
+        return message
+    return message[: FIRST_ERROR_CHARS - 1].rstrip() + "\u2026"
+
+
 def _fmt_time(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
@@ -339,7 +349,7 @@ def _ranks(index: EvidenceIndex) -> tuple[RankView, ...]:
         states[("r", ps.rank) if ps.rank is not None else ("s", (ps.host, ps.pid))] = text
     first_error: dict[Stream, str] = {}
     for warn in index.warns:
-        first_error.setdefault((warn.origin.host, warn.origin.pid), warn.message.strip()[:160])
+        first_error.setdefault((warn.origin.host, warn.origin.pid), _cut(warn.message.strip()))
     last_coll: dict[Stream, str] = {}
     # The largest communicator (the world) says most about where a rank stopped.
     for comm, state in sorted(index.comms.items(), key=lambda kv: (kv[1].nranks or 0, kv[0])):
@@ -464,4 +474,6 @@ def diagnose(
         config=build_config(index),
         waitfor=found.graph if (found := wait_for(index)) is not None else None,
         p2p=p2p_view(index),
+        stack_tree=build_class_tree(classes) if classes else None,
+        stack_suspects=find_outliers(classes),
     )

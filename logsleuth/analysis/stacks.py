@@ -14,7 +14,6 @@ differ from process to process.
 
 from __future__ import annotations
 
-import re
 import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -143,6 +142,7 @@ def build_stack_classes(procs: Sequence[ProcStack]) -> tuple[StackClass, ...]:
             collective=collective,
             pids=tuple(sorted(members.pids)),
             hosts=tuple(sorted(members.hosts)),
+            libraries=tuple(frame_library(f) for f in frames),
         )
         classes.append((members.order(), key, stack_class))
     classes.sort(key=lambda item: (item[0], item[1]))
@@ -206,25 +206,13 @@ def build_stack_tree(procs: Sequence[ProcStack], *, all_threads: bool = False) -
     return root.freeze()
 
 
-_LABEL = re.compile(r"^(?P<func>.*) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
-
-
-def _label_library(label: str) -> str | None:
-    """Return the library a ``func (file:line)`` label runs in; None for the user's own code."""
-    match = _LABEL.match(label)
-    if match is None:
-        return None
-    file = match.group("file")
-    python = file.startswith("<") or file.endswith((".py", ".pyx", ".pyw"))
-    return frame_library(Frame(func=match.group("func"), file=file, line=None, native=not python))
-
-
 def build_class_tree(classes: Sequence[StackClass]) -> StackTreeNode:
     """Merge stack classes into the STAT prefix tree, outermost frame first.
 
     The same tree as :func:`build_stack_tree` of their processes, built from what a
     :class:`~logsleuth.model.diagnosis.Diagnosis` keeps: each class's frames and members.
-    Every node says which library its frame runs in (so reports can fold library frames);
+    Every node says which library its frame runs in, as the class recorded it when it was
+    built from the dumps (so reports can fold library frames);
     the node where a class's stack ends carries the class's category, collective and call
     site, and the kind of :func:`find_outliers` suspect it is, if any.
     """
@@ -233,10 +221,13 @@ def build_class_tree(classes: Sequence[StackClass]) -> StackTreeNode:
     for cls in classes:
         node = root
         node.members.add_class(cls)
-        for label in reversed(cls.frames):
+        libraries = cls.libraries if len(cls.libraries) == len(cls.frames) else ()
+        for i in reversed(range(len(cls.frames))):
+            label = cls.frames[i]
             child = node.children.get(label)
             if child is None:
-                child = node.children[label] = _TreeBuilder(label, _label_library(label))
+                library = libraries[i] if libraries else None
+                child = node.children[label] = _TreeBuilder(label, library)
             child.members.add_class(cls)
             node = child
         node.ends.append(cls)

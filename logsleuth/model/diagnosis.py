@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from logsleuth.model.p2p import P2PView
+from logsleuth.model.ranks import format_ranks
 from logsleuth.model.topology import TopologyView
 from logsleuth.model.waitfor import WaitFor
 
@@ -134,6 +135,60 @@ class StackClass:
     collective: str | None = None
     pids: tuple[int, ...] = ()
     hosts: tuple[str, ...] = ()
+    libraries: tuple[str | None, ...] = ()
+    """The library each frame runs in (``torch``, ``stdlib``, ``native``), None for user code;
+    in the order of :attr:`frames` (empty when not known)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StackTreeNode:
+    """One frame of the merged call tree of many processes (a STAT prefix tree).
+
+    The root is synthetic (``frame == ""``); its children are the outermost frames. Every
+    node knows which processes pass through it: ``ranks`` for those whose rank is known,
+    ``pids`` for the others. Children are ordered largest first, then by frame.
+    """
+
+    frame: str
+    """``func (file:line)`` as the first process through this node printed it."""
+    count: int
+    ranks: tuple[int, ...] = ()
+    pids: tuple[int, ...] = ()
+    children: tuple[StackTreeNode, ...] = ()
+    library: str | None = None
+    """The library the frame runs in (``torch``, ``stdlib``, ``native``); None for user code."""
+    category: str | None = None
+    """Where a stack class ends at this node: its category (``collective``, ``data-loading``)."""
+    collective: str | None = None
+    call_site: str | None = None
+    suspect: str | None = None
+    """``non-collective`` or ``other-collective`` when the class ending here is an outlier."""
+
+    def members(self) -> str:
+        """Return who passes through this node, as STAT labels an edge: ``0-3,5``, ``pid 7``."""
+        parts: list[str] = []
+        if self.ranks:
+            parts.append(format_ranks(self.ranks))
+        if self.pids:
+            parts.append("pid " + ",".join(str(p) for p in self.pids))
+        unnamed = self.count - len(self.ranks) - len(self.pids)
+        if unnamed > 0:
+            parts.append(f"{unnamed} unnamed")
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StackSuspect:
+    """A stack class that differs from what most processes are doing.
+
+    ``kind`` is ``"non-collective"`` (most processes wait in a collective, these are
+    elsewhere: the usual straggler) or ``"other-collective"`` (these wait in a different
+    collective than the majority: a desync, often a symptom of the straggler).
+    """
+
+    stack_class: StackClass
+    kind: str
+    reason: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -253,3 +308,7 @@ class Diagnosis:
     """Who waits for whom and where the waiting ends; None when no process waits."""
     p2p: P2PView | None = None
     """Point-to-point sends and receives at the frontier; None when no source shows one."""
+    stack_tree: StackTreeNode | None = None
+    """The STAT prefix tree of :attr:`stack_classes`, outermost frame first; None without stacks."""
+    stack_suspects: tuple[StackSuspect, ...] = ()
+    """Stack classes that differ from what most processes do (majority is healthy)."""

@@ -1,4 +1,8 @@
-"""Stack dumps of a process: py-spy (text and JSON), faulthandler, and their threads."""
+"""Stack dumps of a process: py-spy (text and JSON), faulthandler, and their threads.
+
+The merged views of many processes (:class:`StackTreeNode`, :class:`StackSuspect`) are part
+of the diagnosis and live in :mod:`logsleuth.model.diagnosis`; they are named here too.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,21 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from logsleuth.model.base import Event
-from logsleuth.model.diagnosis import Evidence, StackClass
-from logsleuth.model.ranks import format_ranks
+from logsleuth.model.diagnosis import Evidence, StackSuspect, StackTreeNode
+
+__all__ = [
+    "FAULTHANDLER",
+    "GDB",
+    "PYSPY",
+    "PYSPY_JSON",
+    "Frame",
+    "StackDump",
+    "StackDumpError",
+    "StackSuspect",
+    "StackTreeNode",
+    "ThreadStack",
+    "format_frame_line",
+]
 
 PYSPY = "py-spy"
 """``StackDump.fmt`` of ``py-spy dump`` text output."""
@@ -118,54 +135,3 @@ class StackDumpError(Event):
     RECOGNIZED: ClassVar[bool] = True
     message: str
     pid: int | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StackTreeNode:
-    """One frame of the merged call tree of many processes (a STAT prefix tree).
-
-    The root is synthetic (``frame == ""``); its children are the outermost frames. Every
-    node knows which processes pass through it: ``ranks`` for those whose rank is known,
-    ``pids`` for the others. Children are ordered largest first, then by frame.
-    """
-
-    frame: str
-    """``func (file:line)`` as the first process through this node printed it."""
-    count: int
-    ranks: tuple[int, ...] = ()
-    pids: tuple[int, ...] = ()
-    children: tuple[StackTreeNode, ...] = ()
-    library: str | None = None
-    """The library the frame runs in (``torch``, ``stdlib``, ``native``); None for user code."""
-    category: str | None = None
-    """Where a stack class ends at this node: its category (``collective``, ``data-loading``)."""
-    collective: str | None = None
-    call_site: str | None = None
-    suspect: str | None = None
-    """``non-collective`` or ``other-collective`` when the class ending here is an outlier."""
-
-    def members(self) -> str:
-        """Return who passes through this node, as STAT labels an edge: ``0-3,5``, ``pid 7``."""
-        parts: list[str] = []
-        if self.ranks:
-            parts.append(format_ranks(self.ranks))
-        if self.pids:
-            parts.append("pid " + ",".join(str(p) for p in self.pids))
-        unnamed = self.count - len(self.ranks) - len(self.pids)
-        if unnamed > 0:
-            parts.append(f"{unnamed} unnamed")
-        return "; ".join(parts)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StackSuspect:
-    """A stack class that differs from what most processes are doing.
-
-    ``kind`` is ``"non-collective"`` (most processes wait in a collective, these are
-    elsewhere: the usual straggler) or ``"other-collective"`` (these wait in a different
-    collective than the majority: a desync, often a symptom of the straggler).
-    """
-
-    stack_class: StackClass
-    kind: str
-    reason: str

@@ -16,69 +16,11 @@ from logsleuth.model.diagnosis import (
     ProgressGroup,
     RankView,
 )
-from logsleuth.model.ranks import LISTED_RANKS, absent_ranks, format_ranks
+from logsleuth.model.ranks import LISTED_RANKS, absent_ranks, format_ranks, parse_ranks
+from logsleuth.report.section_help import SECTION_HELP as SECTION_HELP  # the reports' help
 
 LIST_LIMIT = 6
 """How many hosts or pids a one-line summary names before it says ``+N more``."""
-
-SECTION_HELP = {
-    "overview": (
-        "The job as the logs describe it: how many processes (ranks) it had, on which "
-        "machines, with which library versions, and the time span the logs cover."
-    ),
-    "progress": (
-        "NCCL numbers the collective operations (AllReduce, AllGather, ...) of each "
-        "communicator in order (opCount); every member must reach the same number. Ranks "
-        "whose last logged operation is behind the others are the laggards: the others are "
-        "waiting for them."
-    ),
-    "timeline": (
-        "The first error each process logged, in time order, with identical messages from "
-        "many ranks counted once; the earliest error is usually closest to the cause, later "
-        "ones are often consequences (timeouts, aborts)."
-    ),
-    "config": (
-        "Versions, network choices and NCCL_* environment variables as each process logged "
-        "them; ranks of one job should agree, and a value that differs is a common cause of "
-        "hangs and crashes."
-    ),
-    "verdict": (
-        "The most likely root cause, with the process to look at first; everything below "
-        "is the evidence for it."
-    ),
-    "evidence": (
-        "The input lines that support the verdict, quoted exactly as they appear in the "
-        "files so that you can find them again."
-    ),
-    "findings": (
-        "Everything the rules noticed, grouped by kind; critical and error findings explain "
-        "a failure, warning and info findings are worth fixing but did not stop the job."
-    ),
-    "ranks": (
-        "A rank is one process of the training job (usually one per GPU); this table shows "
-        "where each one was when its logs end."
-    ),
-    "stacks": (
-        "Ranks whose Python call stacks are identical are grouped together; a small group "
-        "that differs from the rest is usually where the problem is. The tree merges all "
-        "stacks from the outermost frame in, and splits where ranks went different ways."
-    ),
-    "communicators": (
-        "A communicator is a group of ranks that NCCL (NVIDIA's GPU communication library) "
-        "runs collective operations on; every member must issue the same operations in the "
-        "same order, or the others wait forever."
-    ),
-    "inputs": (
-        "Every input line is accounted for: recognized lines became events, unrecognized "
-        "lines were read but not understood, blank lines carried nothing."
-    ),
-    "gaps": (
-        "What the evidence does not cover; each gap limits how sure the verdict can be and "
-        "says what to collect next time."
-    ),
-}
-"""One sentence per report section for readers who do not know NCCL."""
-
 
 _CONTROL_CHARS = (
     *(c for c in range(0x20) if c not in (0x09, 0x0A)),
@@ -109,6 +51,50 @@ def scrub_controls(d: Diagnosis) -> Diagnosis:
     not recolour, retitle or rewrite the reader's terminal, and must stay visible as evidence.
     """
     return cast(Diagnosis, _scrub(d))
+
+
+RANK_SET_CHARS = 40
+"""The longest rank list written out in a line; longer ones are summarized, STAT-style."""
+
+
+def rank_set(ranks: Iterable[int] | str, world: int | None = None) -> tuple[str, str]:
+    """Describe a set of ranks as STAT does, and return the full list when it is cut.
+
+    ``4,093 of 4,096 ranks (all but 12,1365,2047)``, ``all 4,096 ranks``, ``ranks 0-3,5``;
+    a list too long for a line gives ``1,200 ranks (0-7,9,11,...)``. Returns (short, full),
+    with ``full`` empty when ``short`` already names every rank.
+    """
+    if isinstance(ranks, str):
+        try:
+            values = sorted(set(parse_ranks(ranks)))
+        except ValueError:
+            return ranks, ""  # processes named otherwise than by rank (``host pid 7``)
+    else:
+        values = sorted(set(ranks))
+    if not values:
+        return "", ""
+    n = len(values)
+    full = format_ranks(values)
+    inside = world is not None and world > 0 and values[-1] < world and values[0] >= 0
+    if inside and world is not None and n == world:
+        return (f"all {world:,} ranks" if world > 1 else "rank 0"), ""
+    # "all but" reads best when few are missing, or when the list itself is too long.
+    few_missing = world is not None and (world - n) * 8 <= world
+    if (
+        inside
+        and world is not None
+        and n * 2 > world
+        and n > 1
+        and (few_missing or len(full) > RANK_SET_CHARS)
+    ):
+        missing = format_ranks(set(range(world)) - set(values))
+        if len(missing) <= RANK_SET_CHARS:
+            cut = full if len(full) > RANK_SET_CHARS else ""
+            return f"{n:,} of {world:,} ranks (all but {missing})", cut
+    if len(full) <= RANK_SET_CHARS:
+        return f"{plural(n, 'rank')} {full}", ""
+    head = full[:RANK_SET_CHARS].rsplit(",", 1)[0]
+    return f"{n:,} ranks ({head},...)", full
 
 
 def format_confidence(value: float) -> str:
@@ -172,7 +158,9 @@ def plural(count: int, noun: str, many: str | None = None) -> str:
     return many if many is not None else f"{noun}s"
 
 
-def who(ranks: Sequence[int], hosts: Sequence[str], pids: Sequence[int]) -> str:
+def who(
+    ranks: Sequence[int], hosts: Sequence[str], pids: Sequence[int], world: int | None = None
+) -> str:
     """Describe processes compactly: ``rank 5 on node-b (pid 4105)``, ``ranks 0-4,6-7 on 2 hosts``.
 
     Returns an empty string when nothing is known.
@@ -182,7 +170,7 @@ def who(ranks: Sequence[int], hosts: Sequence[str], pids: Sequence[int]) -> str:
     unique_hosts = sorted(set(hosts))
     unique_pids = sorted(set(pids))
     if unique_ranks:
-        parts.append(f"{plural(len(unique_ranks), 'rank')} {format_ranks(unique_ranks)}")
+        parts.append(rank_set(unique_ranks, world)[0])
     if unique_hosts:
         if len(unique_hosts) > LIST_LIMIT:
             parts.append(f"on {len(unique_hosts)} hosts")
@@ -287,7 +275,7 @@ def overview_rows(d: Diagnosis) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []
     if job.world_size is not None:
         rows.append(("world size", f"{job.world_size} {plural(job.world_size, 'rank')}"))
-    seen = f"{len(ranks)} ({format_ranks(ranks)})" if ranks else "none"
+    seen = rank_set(ranks, job.world_size)[0] if ranks else "none"
     rows.append(("ranks with evidence", seen))
     if job.world_size:
         count = job.world_size - len([r for r in ranks if 0 <= r < job.world_size])
@@ -359,7 +347,7 @@ def first_error_who(e: FirstError) -> str:
     """Describe the processes of a timeline entry: ``ranks 0-6 (7 processes) on 2 hosts``."""
     parts = []
     if e.ranks:
-        parts.append(f"{plural(e.processes, 'rank')} {e.ranks}")
+        parts.append(rank_set(e.ranks)[0])
     if e.processes > 1 or not e.ranks:
         parts.append(f"({e.processes} {plural(e.processes, 'process', 'processes')})")
     if e.hosts:
@@ -373,7 +361,7 @@ def first_error_who(e: FirstError) -> str:
 def config_value_who(entry: ConfigEntry, index: int) -> str:
     """Describe who had the ``index``-th value of a configuration key."""
     value = entry.values[index]
-    who_text = f"ranks {value.ranks}" if value.ranks else f"{value.processes} processes"
+    who_text = rank_set(value.ranks)[0] if value.ranks else f"{value.processes} processes"
     hosts = sorted(set(value.hosts))
     if hosts:
         who_text += f" on {name_list(hosts) if len(hosts) <= LIST_LIMIT else f'{len(hosts)} hosts'}"

@@ -12,13 +12,13 @@ import base64
 import gzip
 import hashlib
 from functools import cache
+from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 from logsleuth.model.diagnosis import (
     SEVERITIES,
-    CommunicatorView,
     Diagnosis,
     Evidence,
     Finding,
@@ -26,9 +26,8 @@ from logsleuth.model.diagnosis import (
     RankView,
     StackClass,
 )
-from logsleuth.model.ranks import format_ranks
-from logsleuth.report import common, html_sections
-from logsleuth.report.json import build_json, dumps_canonical
+from logsleuth.report import common, html_sections, html_topology
+from logsleuth.report.json import build_json, communicator_entries, dumps_canonical
 from logsleuth.resources import template_dir
 
 TEMPLATE = "report.html.j2"
@@ -38,8 +37,10 @@ SCRIPT = "report.js"
 OPEN_RANK_TABLE_LIMIT = 64
 """Jobs up to this many processes show the per-rank table expanded."""
 TOPOLOGY_HELP = (
-    "How NCCL wired each communicator at init: hosts as boxes with their GPUs inside, ring "
-    "connections coloured by transport, and hosts or ranks a topology finding names outlined in red."
+    "How NCCL wired each communicator at init: hosts as boxes (with their rank ranges) and "
+    "their GPUs inside, ring connections coloured by transport, the culprit's GPU, host and "
+    "links in red, and hosts or ranks a topology finding names outlined in red; the culprit's "
+    "communicator comes first. Communicators on many hosts are summarized, not drawn."
 )
 VERDICT_STEPS = 3
 """Next steps the verdict banner lists; the primary finding below has all of them."""
@@ -116,7 +117,9 @@ def _evidence_label(f: Finding) -> str:
     return f"{label} ({note})" if note else label
 
 
-def _finding_view(f: Finding, primary: Finding | None, index: int) -> dict[str, object]:
+def _finding_view(
+    f: Finding, primary: Finding | None, index: int, world: int | None
+) -> dict[str, object]:
     return {
         "anchor": f"finding-{index}",
         "code": f.code,
@@ -126,7 +129,8 @@ def _finding_view(f: Finding, primary: Finding | None, index: int) -> dict[str, 
         "severity_class": _severity_class(f.severity),
         "title": f.title,
         "detail": f.detail,
-        "who": common.who(f.ranks, f.hosts, f.pids),
+        "who": common.who(f.ranks, f.hosts, f.pids, world),
+        "links": html_sections.row_links(f.ranks, f.hosts, f.pids),
         "communicator": f.communicator or "",
         "confidence": common.format_confidence(f.confidence),
         "confidence_word": common.confidence_word(f.confidence),
@@ -139,7 +143,9 @@ def _finding_view(f: Finding, primary: Finding | None, index: int) -> dict[str, 
     }
 
 
-def _verdict_view(d: Diagnosis, primary: Finding | None) -> dict[str, object]:
+def _verdict_view(
+    d: Diagnosis, primary: Finding | None, topology: dict[str, Any]
+) -> dict[str, object]:
     v = d.verdict
     severity = primary.severity if primary is not None else None
     rule = ""
@@ -150,8 +156,19 @@ def _verdict_view(d: Diagnosis, primary: Finding | None) -> dict[str, object]:
         "summary": v.summary,
         "tone": _TONES.get(v.kind, _severity_class(severity)),
         "severity": severity or "",
-        "culprits": [{"label": label, "value": value} for label, value in common.culprit_parts(d)]
-        + html_sections.culprit_facts(d),
+        "culprits": html_sections.culprit_links(d)
+        + html_sections.culprit_facts(d)
+        + [
+            {
+                "label": "topology",
+                "value": f"comm {v['id']}",
+                "href": f"#{v['anchor']}",
+                "filter": "",
+            }
+            for v in topology["views"][:1]
+            if v["culprit"]
+        ],
+        "time_span": common.time_range(d),
         "confidence": common.format_confidence(v.confidence),
         "confidence_word": common.confidence_word(v.confidence),
         "rule": rule,
@@ -161,12 +178,16 @@ def _verdict_view(d: Diagnosis, primary: Finding | None) -> dict[str, object]:
     }
 
 
-def _rank_view(r: RankView, is_culprit: bool) -> dict[str, object]:
+def _rank_view(r: RankView, is_culprit: bool, anchor: str) -> dict[str, object]:
+    gpu = ",".join(map(str, r.devices))
+    if r.bus_ids:
+        gpu = f"{gpu} ({','.join(r.bus_ids)})" if gpu else ",".join(r.bus_ids)
     return {
+        "anchor": anchor,
         "rank": "?" if r.rank is None else str(r.rank),
         "host": r.host or "?",
         "pid": "?" if r.pid is None else str(r.pid),
-        "devices": ",".join(map(str, r.devices)),
+        "devices": gpu,
         "last_collective": r.last_collective or "",
         "state": r.state or "",
         "first_error": r.first_error or "",
@@ -175,10 +196,10 @@ def _rank_view(r: RankView, is_culprit: bool) -> dict[str, object]:
     }
 
 
-def _stack_view(s: StackClass, index: int) -> dict[str, object]:
+def _stack_view(s: StackClass, index: int, world: int | None) -> dict[str, object]:
     return {
         "anchor": f"stack-{index}",
-        "ranks": s.ranks or common.name_list(s.pids),
+        "ranks": html_sections.ranks_view(s.ranks, world, s.pids),
         "count": s.count,
         "category": s.category,
         "call_site": s.call_site or "",
@@ -189,18 +210,21 @@ def _stack_view(s: StackClass, index: int) -> dict[str, object]:
     }
 
 
-def _communicator_view(c: CommunicatorView) -> dict[str, object]:
+def _communicator_view(c: dict[str, Any]) -> dict[str, object]:
+    """Return one row of the communicator table from its ``communicators[]`` JSON entry."""
+    nranks = c["nranks"]
+    ops = [(g["ranks"], g["op_count"], g["collective"]) for g in c["last_op_counts"]]
     return {
-        "id": c.id,
-        "size": "?" if c.nranks is None else str(c.nranks),
-        "ranks_seen": c.ranks_seen,
-        "init_complete": c.init_complete,
-        "init_missing": c.init_missing,
-        "aborted": c.aborted,
-        "progress": common.last_ops(c.last_op_counts),
-        "channels": "" if c.channels is None else str(c.channels),
-        "transports": common.transports(c.transports),
-        "hosts": common.name_list(sorted(set(c.hosts))),
+        "id": c["id"],
+        "size": "?" if nranks is None else str(nranks),
+        "ranks_seen": html_sections.ranks_view(c["ranks_seen"], nranks),
+        "init_complete": html_sections.ranks_view(c["init_complete"], nranks),
+        "init_missing": html_sections.ranks_view(c["init_missing"], nranks),
+        "aborted": html_sections.ranks_view(c["aborted"], nranks),
+        "progress": common.last_ops(ops),
+        "channels": "" if c["channels"] is None else str(c["channels"]),
+        "transports": common.transports(c["transports"].items()),
+        "hosts": common.name_list(c["hosts"]),
     }
 
 
@@ -255,7 +279,15 @@ def _rank_rows(d: Diagnosis) -> list[dict[str, object]]:
     shown = list(d.ranks[: html_sections.PAGE_ROWS])
     # Without the pager (no JavaScript) the blamed processes must still be in the table.
     shown += [r for r in d.ranks[html_sections.PAGE_ROWS :] if id(r) in culprits]
-    return [_rank_view(r, id(r) in culprits) for r in shown]
+    anchors: set[str] = set()
+    rows = []
+    for r in shown:
+        anchor = f"rank-{r.rank}" if r.rank is not None else ""
+        if anchor in anchors:
+            anchor = ""  # one process of a rank seen twice (a restart) keeps the anchor
+        anchors.add(anchor)
+        rows.append(_rank_view(r, id(r) in culprits, anchor))
+    return rows
 
 
 def build_view(d: Diagnosis) -> dict[str, object]:
@@ -266,7 +298,10 @@ def build_view(d: Diagnosis) -> dict[str, object]:
     their text themselves) and the script-safe JSON payload.
     """
     data_type, data = embedded_data(d)
+    topology = html_topology.topology_view(common.scrub_controls(d))
     d = common.scrub_controls(d)
+    # The table lists what the JSON's communicators[] lists: split communicators included.
+    comms = communicator_entries(d)
     primary = common.primary_finding(d)
     index = {id(f): i for i, f in enumerate(d.findings, 1)}
     by_kind = dict(common.group_findings(d.findings))
@@ -274,21 +309,25 @@ def build_view(d: Diagnosis) -> dict[str, object]:
         {
             "kind": kind,
             "count": len(findings),
-            "findings": [_finding_view(f, primary, index[id(f)]) for f in findings],
+            "findings": [
+                _finding_view(f, primary, index[id(f)], d.job.world_size) for f in findings
+            ],
         }
         for kind, findings in by_kind.items()
     ]
     css = _asset(STYLESHEET)
     js = _asset(SCRIPT)
-    ranks_known = format_ranks(r.rank for r in d.ranks if r.rank is not None)
+    ranks_known = common.rank_set(
+        [r.rank for r in d.ranks if r.rank is not None], d.job.world_size
+    )[0]
     page = html_sections.PAGE_ROWS
-    topology = html_sections.topology_view(d)
     topology["help"] = TOPOLOGY_HELP
     return {
         "title": _title(d),
         "generator": f"logsleuth {d.version}",
         "help": dict(common.SECTION_HELP),
-        "verdict": _verdict_view(d, primary),
+        "verdict": _verdict_view(d, primary, topology),
+        "story": html_sections.story_view(d),
         "evidence": {
             "lines": _evidence_view(primary.evidence) if primary is not None else [],
             "note": common.evidence_note(primary) if primary is not None else "",
@@ -297,7 +336,7 @@ def build_view(d: Diagnosis) -> dict[str, object]:
         "counts": {
             "findings": len(d.findings),
             "stacks": len(d.stack_classes),
-            "communicators": len(d.communicators),
+            "communicators": len(comms),
             "gaps": len(d.gaps),
             "timeline": len(d.timeline),
             "config_differs": sum(1 for c in d.config if c.differs),
@@ -314,10 +353,10 @@ def build_view(d: Diagnosis) -> dict[str, object]:
             "open": len(d.ranks) <= OPEN_RANK_TABLE_LIMIT,
             "paged": len(d.ranks) > page,
         },
-        "stacks": [_stack_view(s, i) for i, s in enumerate(d.stack_classes, 1)],
+        "stacks": [_stack_view(s, i, d.job.world_size) for i, s in enumerate(d.stack_classes, 1)],
         "stack_tree": html_sections.stack_tree_view(d) if len(d.stack_classes) > 1 else [],
-        "communicators": [_communicator_view(c) for c in d.communicators[:page]],
-        "communicators_paged": len(d.communicators) > page,
+        "communicators": [_communicator_view(c) for c in comms[:page]],
+        "communicators_paged": len(comms) > page,
         "job": {
             "summary": common.job_summary(d),
             "nccl_versions": [

@@ -13,25 +13,17 @@ from typing import cast
 
 from markupsafe import Markup
 
-from logsleuth.analysis.stacks import build_class_tree
-from logsleuth.model.diagnosis import Diagnosis, Evidence, Finding
-from logsleuth.model.ranks import format_ranks
-from logsleuth.model.stacks import StackTreeNode
-from logsleuth.model.topology import TopologyView
+from logsleuth.model.diagnosis import Diagnosis, Evidence, Finding, StackTreeNode
+from logsleuth.model.ranks import parse_ranks
 from logsleuth.report import common
 from logsleuth.report.progress_svg import render_progress_svg
-from logsleuth.report.topology_svg import render_topology_svg, topology_summary
+from logsleuth.report.story import Party, build_story, culprit_sentence, hop_sentence
 
 PAGE_ROWS = 100
 """Rows a paged table holds in the HTML itself; the pager draws the rest from the JSON."""
 DRAWN_PROGRESS = 4
 """Communicators with laggards whose rank grid is drawn."""
 EVEN_PROGRESS_ROWS = 50
-DRAWN_TOPOLOGIES = 4
-"""Topology drawings on the page; the others are listed by their one-line summary."""
-LISTED_TOPOLOGIES = 200
-OPEN_TOPOLOGY_RANKS = 256
-"""Larger communicators' drawings start collapsed: the browser lays them out only on demand."""
 TIMELINE_ROWS = 100
 UNRECOGNIZED_ROWS = 20
 TREE_NODE_LIMIT = 400
@@ -70,9 +62,93 @@ def evidence_view(evidence: Sequence[Evidence]) -> list[dict[str, object]]:
     return views
 
 
+def ranks_view(
+    ranks: str | Sequence[int], world: int | None, pids: Sequence[int] = ()
+) -> dict[str, str]:
+    """Return a rank set STAT-style (``short``) with the whole list (``full``) when cut."""
+    short, full = common.rank_set(ranks, world)
+    if not short and pids:
+        short = f"{common.plural(len(pids), 'pid')} {common.name_list(pids)}"
+        full = ", ".join(map(str, pids)) if len(pids) > common.LIST_LIMIT else ""
+    return {"short": short, "full": full}
+
+
+def row_links(
+    ranks: Sequence[int], hosts: Sequence[str] = (), pids: Sequence[int] = ()
+) -> list[dict[str, str]]:
+    """Return links to the rows of a few processes: each rank, else each pid, and each host."""
+    links: list[dict[str, str]] = []
+    unique = sorted(set(ranks))
+    if 0 < len(unique) <= common.LIST_LIMIT:
+        links += [{"text": f"rank {r}", "href": f"#rank-{r}", "filter": str(r)} for r in unique]
+    elif not unique and 0 < len(set(pids)) <= common.LIST_LIMIT:
+        links += [
+            {"text": f"pid {p}", "href": "#ranks", "filter": str(p)} for p in sorted(set(pids))
+        ]
+    names = sorted(set(hosts))
+    if 0 < len(names) <= common.LIST_LIMIT:
+        links += [{"text": h, "href": "#ranks", "filter": h} for h in names]
+    return links
+
+
+def party_link(p: Party) -> dict[str, str]:
+    """Return a process as a cross-link: to its rank's row, else to the rank table filtered."""
+    if p.rank is not None:
+        return {"text": p.label(), "href": f"#rank-{p.rank}", "filter": str(p.rank)}
+    key = str(p.pid) if p.pid is not None else (p.host or p.id)
+    return {"text": p.label(), "href": "#ranks", "filter": key}
+
+
+def story_view(d: Diagnosis) -> dict[str, object] | None:
+    """Return the wait chain from the symptom to the cause, each hop with its evidence line."""
+    story = build_story(d)
+    if story is None:
+        return None
+    hops = [
+        {
+            "waiter": party_link(h.waiter),
+            "doing": h.waiter.doing(),
+            "sentence": hop_sentence(h),
+            "source": h.source,
+            "evidence": evidence_view([h.evidence]) if h.evidence is not None else [],
+        }
+        for h in story.hops
+    ]
+    culprit = party_link(story.culprit) if story.culprit is not None else None
+    sentence = culprit_sentence(story)
+    if story.culprit is not None:
+        sentence = sentence[len(story.culprit.label()) :].strip()
+    return {
+        "hops": hops,
+        "culprit": culprit,
+        "culprit_sentence": sentence,
+        "resolution": story.resolution,
+    }
+
+
+def culprit_links(d: Diagnosis) -> list[dict[str, str]]:
+    """Return the verdict's ranks, hosts and pids, each a link to the culprit's row."""
+    v = d.verdict
+    first = min(v.culprit_ranks) if v.culprit_ranks else None
+    links = []
+    for label, value in common.culprit_parts(d):
+        if label.startswith("rank") and first is not None:
+            links.append(
+                {"label": label, "value": value, "href": f"#rank-{first}", "filter": value}
+            )
+        else:
+            target = f"#rank-{first}" if first is not None else "#ranks"
+            first_value = value.split(",")[0].split(" ")[0]
+            links.append({"label": label, "value": value, "href": target, "filter": first_value})
+    return links
+
+
 def culprit_facts(d: Diagnosis) -> list[dict[str, str]]:
     """Return GPU, last collective and stack of the verdict's culprits as label/value pairs."""
-    return [{"label": label, "value": value} for label, value in common.culprit_details(d)]
+    return [
+        {"label": label, "value": value, "href": "", "filter": ""}
+        for label, value in common.culprit_details(d)
+    ]
 
 
 def _condensed(group: list[dict[str, object]], findings: list[Finding]) -> list[dict[str, object]]:
@@ -126,7 +202,7 @@ def progress_view(d: Diagnosis) -> dict[str, object]:
                 "svg": Markup(svg),
                 "groups": [
                     {
-                        "ranks": g.ranks,
+                        "ranks": ranks_view(g.ranks, p.nranks),
                         "count": g.count,
                         "position": common.group_position(g),
                         "lag": common.group_lag(g),
@@ -144,6 +220,10 @@ def progress_view(d: Diagnosis) -> dict[str, object]:
     }
 
 
+def _is_ranks(text: str) -> bool:
+    return bool(text) and all(part.replace("-", "").isdigit() for part in text.split(","))
+
+
 def timeline_view(d: Diagnosis) -> dict[str, object]:
     """Return the first-error rows, earliest first, capped at :data:`TIMELINE_ROWS`."""
     rows = []
@@ -154,6 +234,7 @@ def timeline_view(d: Diagnosis) -> dict[str, object]:
                 "last_time": e.last_time or "",
                 "kind": e.kind,
                 "who": common.first_error_who(e),
+                "links": row_links(parse_ranks(e.ranks) if _is_ranks(e.ranks) else (), e.hosts),
                 "message": e.message,
                 "evidence": evidence_view([e.evidence]) if e.evidence is not None else [],
             }
@@ -184,14 +265,14 @@ def config_view(d: Diagnosis) -> dict[str, object]:
     return {"differs": differs, "same": same}
 
 
-def _tree_node(node: StackTreeNode, budget: list[int]) -> dict[str, object]:
+def _tree_node(node: StackTreeNode, budget: list[int], world: int | None) -> dict[str, object]:
     """Return a node and the chain of single children below it as one collapsible entry."""
     frames = [node.frame]
     while len(node.children) == 1 and node.children[0].count == node.count and not node.category:
         node = node.children[0]
         frames.append(node.frame)
     budget[0] -= 1
-    who = format_ranks(node.ranks) if node.ranks else common.name_list(node.pids)
+    who = ranks_view(node.ranks, world, node.pids)
     ends = ""
     if node.category:
         ends = node.category + (f" ({node.collective})" if node.collective else "")
@@ -199,7 +280,7 @@ def _tree_node(node: StackTreeNode, budget: list[int]) -> dict[str, object]:
     for child in node.children:
         if budget[0] <= 0:
             break
-        children.append(_tree_node(child, budget))
+        children.append(_tree_node(child, budget, world))
     return {
         "frames": frames,
         "who": who,
@@ -213,35 +294,12 @@ def _tree_node(node: StackTreeNode, budget: list[int]) -> dict[str, object]:
 
 def stack_tree_view(d: Diagnosis) -> list[dict[str, object]]:
     """Return the STAT prefix tree of the stack classes, outermost frame first."""
-    if not d.stack_classes:
+    root = d.stack_tree
+    if root is None:
         return []
-    root = build_class_tree(d.stack_classes)
     budget = [TREE_NODE_LIMIT]
-    return [_tree_node(child, budget) for child in root.children if budget[0] > 0]
-
-
-def topology_view(d: Diagnosis) -> dict[str, object]:
-    """Draw the anomalous and the largest communicators; list the others by summary."""
-
-    def order(t: TopologyView) -> tuple[bool, int, str]:
-        return (not t.anomalies, -(t.nranks or len(t.ranks)), t.id)
-
-    ranked = sorted(d.topology, key=order)
-    drawn = ranked[:DRAWN_TOPOLOGIES]
-    rest = ranked[DRAWN_TOPOLOGIES:]
-    return {
-        "views": [
-            {
-                "summary": topology_summary(t),
-                "svg": Markup(render_topology_svg(t)),
-                "open": (t.nranks or len(t.ranks)) <= OPEN_TOPOLOGY_RANKS,
-            }
-            for t in drawn
-        ],
-        "listed": [topology_summary(t) for t in rest[:LISTED_TOPOLOGIES]],
-        "listed_more": max(0, len(rest) - LISTED_TOPOLOGIES),
-        "count": len(d.topology),
-    }
+    world = d.job.world_size
+    return [_tree_node(child, budget, world) for child in root.children if budget[0] > 0]
 
 
 def unrecognized_view(d: Diagnosis) -> dict[str, object]:

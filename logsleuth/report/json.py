@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import Any
 
 from logsleuth.model.diagnosis import (
     CommProgress,
@@ -17,6 +18,8 @@ from logsleuth.model.diagnosis import (
     JobView,
     RankView,
     StackClass,
+    StackSuspect,
+    StackTreeNode,
     Verdict,
 )
 from logsleuth.model.ranks import format_ranks
@@ -105,7 +108,7 @@ def _communicator(c: CommunicatorView) -> dict[str, object]:
     }
 
 
-def _communicators(d: Diagnosis) -> list[dict[str, object]]:
+def communicator_entries(d: Diagnosis) -> list[dict[str, Any]]:
     """Return ``communicators[]``, each with its rebuilt ``topology`` (or null).
 
     A topology whose communicator has no entry of its own (split children that share one
@@ -208,6 +211,35 @@ def _stack_class(s: StackClass) -> dict[str, object]:
         "collective": s.collective,
         "pids": sorted(set(s.pids)),
         "hosts": sorted(set(s.hosts)),
+        "libraries": list(s.libraries),
+    }
+
+
+def _stack_tree(node: StackTreeNode) -> dict[str, object]:
+    return {
+        "frame": node.frame,
+        "count": node.count,
+        "ranks": format_ranks(node.ranks),
+        "pids": list(node.pids),
+        "library": node.library,
+        "category": node.category,
+        "collective": node.collective,
+        "call_site": node.call_site,
+        "suspect": node.suspect,
+        "children": [_stack_tree(child) for child in node.children],
+    }
+
+
+def _stack_suspect(s: StackSuspect, classes: tuple[StackClass, ...]) -> dict[str, object]:
+    return {"class_index": classes.index(s.stack_class), "kind": s.kind, "reason": s.reason}
+
+
+def _stacks(d: Diagnosis) -> dict[str, object]:
+    """Return ``stacks``: the classes, their merged tree and the suspects among them."""
+    return {
+        "classes": [_stack_class(s) for s in d.stack_classes],
+        "tree": _stack_tree(d.stack_tree) if d.stack_tree is not None else None,
+        "suspects": [_stack_suspect(s, d.stack_classes) for s in d.stack_suspects],
     }
 
 
@@ -295,8 +327,8 @@ def build_json(d: Diagnosis) -> dict[str, object]:
         "verdict": _verdict(d.verdict),
         "findings": [_finding(f) for f in d.findings],
         "job": _job(d.job),
-        "communicators": _communicators(d),
-        "stacks": {"classes": [_stack_class(s) for s in d.stack_classes]},
+        "communicators": communicator_entries(d),
+        "stacks": _stacks(d),
         "ranks": [_rank(r) for r in d.ranks],
         "inputs": [_input(i) for i in d.inputs],
         "gaps": list(d.gaps),

@@ -86,6 +86,11 @@ _SHAPES: dict[tuple[type, str], JSONSchema] = {
         },
     },
     (t.TopoHost, "ranks"): _RANKS_TEXT,
+    (d.StackTreeNode, "ranks"): _RANKS_TEXT,
+    (d.StackSuspect, "stack_class"): {
+        **_INT,
+        "description": "The suspect class, as its index in ``stacks.classes``.",
+    },
     (w.WaitFor, "victims"): {
         "type": "array",
         "items": {
@@ -102,13 +107,18 @@ _SHAPES: dict[tuple[type, str], JSONSchema] = {
 }
 """Fields whose JSON shape is not the one their annotation gives."""
 
-_RENAMED: dict[tuple[type, str], str] = {(d.CommProgress, "id"): "communicator"}
+_RENAMED: dict[tuple[type, str], str] = {
+    (d.CommProgress, "id"): "communicator",
+    (d.StackSuspect, "stack_class"): "class_index",
+}
 """Fields the JSON names differently."""
 
 _DROPPED: dict[type, frozenset[str]] = {
     w.WaitNode: frozenset({"category"}),
     t.TopoRank: frozenset({"nics", "network"}),
-    d.Diagnosis: frozenset({"version", "topology", "stack_classes"}),
+    d.Diagnosis: frozenset(
+        {"version", "topology", "stack_classes", "stack_tree", "stack_suspects"}
+    ),
 }
 """Fields the JSON leaves out (the diagnosis's are placed elsewhere, see :func:`build_schema`)."""
 
@@ -260,9 +270,14 @@ def build_schema() -> JSONSchema:
             },
             "stacks": {
                 "type": "object",
-                "description": "Ranks grouped by identical main-thread stacks.",
-                "properties": {"classes": {"type": "array", "items": _ref(d.StackClass)}},
-                "required": ["classes"],
+                "description": "Ranks grouped by identical main-thread stacks, the classes "
+                "merged into one STAT prefix tree, and the classes that differ from the majority.",
+                "properties": {
+                    "classes": {"type": "array", "items": _ref(d.StackClass)},
+                    "tree": _nullable(_ref(d.StackTreeNode)),
+                    "suspects": {"type": "array", "items": _ref(d.StackSuspect)},
+                },
+                "required": ["classes", "suspects", "tree"],
                 "additionalProperties": False,
             },
         }

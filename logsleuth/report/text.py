@@ -11,11 +11,9 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from logsleuth.analysis.stacks import build_class_tree
 from logsleuth.model.diagnosis import Diagnosis, Finding, RankView
 from logsleuth.model.ranks import format_ranks
-from logsleuth.model.stacks import StackTreeNode
-from logsleuth.report import common, text_sections
+from logsleuth.report import common, text_sections, text_stacks
 from logsleuth.report.topology_svg import topology_summary
 
 TABLE_ROW_LIMIT = 20
@@ -110,7 +108,9 @@ def _next_steps(primary: Finding) -> Iterator[RenderableType]:
     yield _indent(grid)
 
 
-def _findings(findings: Sequence[Finding], title: str) -> Iterator[RenderableType]:
+def _findings(
+    findings: Sequence[Finding], title: str, world: int | None = None
+) -> Iterator[RenderableType]:
     if not findings:
         return
     yield Text()
@@ -123,7 +123,7 @@ def _findings(findings: Sequence[Finding], title: str) -> Iterator[RenderableTyp
         grid.add_column(overflow="fold")
         for f in group:
             body = Text(f.title)
-            where = common.who(f.ranks, f.hosts, f.pids)
+            where = common.who(f.ranks, f.hosts, f.pids, world)
             extra = [where] if where else []
             extra.append(f"confidence {common.format_confidence(f.confidence)}")
             body.append("\n" + "; ".join(extra), style="dim")
@@ -168,7 +168,7 @@ def _stacks(d: Diagnosis) -> Iterator[RenderableType]:
     table = _table("Ranks", "Count", "Category", "Call site", "Innermost frame")
     for s in d.stack_classes[:TABLE_ROW_LIMIT]:
         table.add_row(
-            s.ranks or common.name_list(s.pids),
+            common.rank_set(s.ranks, d.job.world_size)[0] or common.name_list(s.pids),
             str(s.count),
             s.category,
             s.call_site or "",
@@ -178,86 +178,7 @@ def _stacks(d: Diagnosis) -> Iterator[RenderableType]:
     more = _more(TABLE_ROW_LIMIT, len(d.stack_classes), "stack classes")
     if more is not None:
         yield _indent(more)
-    yield from _stack_tree(d)
-
-
-TREE_LINE_LIMIT = 60
-"""Lines of the merged stack tree the terminal shows before pointing at the other reports."""
-MEMBERS_WIDTH = 24
-"""Widest rank set the tree prints whole."""
-
-
-def _stack_tree(d: Diagnosis) -> Iterator[RenderableType]:
-    """Print the STAT prefix tree: outermost frame first, each line with the ranks through it.
-
-    Frames that every process of a branch shares stay on the branch's indent; a new indent
-    starts where ranks go different ways. Runs of three or more library frames (torch, the
-    standard library, native code) are folded to their first and last frame; the HTML and
-    JSON reports keep every frame of every class.
-    """
-    if len(d.stack_classes) < 2:
-        return  # one class: the table above already says everything
-    root = build_class_tree(d.stack_classes)
-    rows: list[tuple[str, Text]] = []
-    _tree_rows(root.children, "", rows)
-    yield Text()
-    yield _heading("Stack tree (outermost frame first)")
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(no_wrap=True)
-    grid.add_column(overflow="fold")
-    for members, line in rows[:TREE_LINE_LIMIT]:
-        grid.add_row(members, line)
-    yield _indent(grid)
-    more = _more(TREE_LINE_LIMIT, len(rows), "tree lines")
-    if more is not None:
-        yield _indent(more)
-
-
-def _tree_rows(nodes: Sequence[StackTreeNode], indent: str, rows: list[tuple[str, Text]]) -> None:
-    """Append the rows of ``nodes`` (siblings, largest first) and their subtrees to ``rows``."""
-    branching = len(nodes) > 1
-    for i, node in enumerate(nodes):
-        last = i == len(nodes) - 1
-        glyph = ("└─ " if last else "├─ ") if branching else ""
-        below = indent + (("   " if last else "│  ") if branching else "")
-        chain = [node]
-        while len(chain[-1].children) == 1 and chain[-1].category is None:
-            chain.append(chain[-1].children[0])
-        members = node.members()
-        if len(members) > MEMBERS_WIDTH:
-            # Scattered rank sets print long; the classes table and the JSON have them whole.
-            members = f"{members[: MEMBERS_WIDTH - 8]}... ({node.count})"
-        for j, label in enumerate(_folded(chain)):
-            line = Text(indent + glyph if j == 0 else below)
-            line.append(label)
-            rows.append((members if j == 0 else "", line))
-        leaf = chain[-1]
-        if leaf.category is not None:
-            note = leaf.collective or leaf.category
-            tag = f"  <- {note}" + (" (outlier)" if leaf.suspect else "")
-            rows[-1][1].append(tag, style="bold red" if leaf.suspect else "dim")
-        _tree_rows(leaf.children, below, rows)
-
-
-def _folded(chain: Sequence[StackTreeNode]) -> list[str]:
-    """Return the labels of ``chain`` with inner runs of 3+ library frames folded."""
-    labels: list[str] = []
-    i = 0
-    while i < len(chain):
-        j = i
-        while j < len(chain) and chain[j].library is not None:
-            j += 1
-        run = j - i
-        if run >= 3:
-            libraries = sorted({n.library for n in chain[i:j] if n.library})
-            labels.append(chain[i].frame)
-            labels.append(f"... {run - 2} {', '.join(libraries)} frames ...")
-            labels.append(chain[j - 1].frame)
-            i = j
-        else:
-            labels.append(chain[i].frame)
-            i += 1
-    return labels
+    yield from text_stacks.stack_tree(d)
 
 
 def _communicators(d: Diagnosis) -> Iterator[RenderableType]:
@@ -270,9 +191,9 @@ def _communicators(d: Diagnosis) -> Iterator[RenderableType]:
         table.add_row(
             c.id,
             "?" if c.nranks is None else str(c.nranks),
-            c.init_complete,
-            c.init_missing,
-            c.aborted,
+            common.rank_set(c.init_complete, c.nranks)[0],
+            common.rank_set(c.init_missing, c.nranks)[0],
+            common.rank_set(c.aborted, c.nranks)[0],
             common.last_ops(c.last_op_counts),
         )
     yield _indent(table)
@@ -378,6 +299,7 @@ def _sections(d: Diagnosis) -> Iterator[RenderableType]:
     primary = common.primary_finding(d)
     healthy = d.verdict.kind == "healthy"
     yield from _verdict(d, primary)
+    yield from text_sections.story(d)
     if primary is not None:
         yield from _evidence(primary)
         yield from _next_steps(primary)
@@ -386,7 +308,8 @@ def _sections(d: Diagnosis) -> Iterator[RenderableType]:
         yield from text_sections.p2p(d)
         yield from text_sections.timeline(d)
     others = [f for f in d.findings if f is not primary]
-    yield from _findings(others, "Findings" if primary is None else "Other findings")
+    title = "Findings" if primary is None else "Other findings"
+    yield from _findings(others, title, d.job.world_size)
     if not healthy:
         yield from _culprits(d)
         yield from _stacks(d)

@@ -1,4 +1,4 @@
-"""Terminal sections for the job overview, communicator progress, first errors and config.
+"""Terminal sections: the wait chain, job overview, communicator progress, first errors, config.
 
 The same wording as the HTML report (:mod:`logsleuth.report.common`), as plain rich renderables.
 """
@@ -14,6 +14,13 @@ from rich.text import Text
 
 from logsleuth.model.diagnosis import Diagnosis
 from logsleuth.report import common
+from logsleuth.report.story import (
+    Story,
+    build_story,
+    culprit_sentence,
+    hop_sentence,
+    waiter_sentence,
+)
 
 ROW_LIMIT = 10
 """Rows per section before pointing at the HTML and JSON reports."""
@@ -37,6 +44,39 @@ def _grid() -> Table:
 def _more(total: int, what: str) -> Iterator[RenderableType]:
     if total > ROW_LIMIT:
         yield _indent(Text(f"... {total - ROW_LIMIT} more {what} in the HTML and JSON reports"))
+
+
+def story_lines(story: Story) -> list[tuple[str, str, str]]:
+    """Return the wait chain as (number, text, evidence) rows, symptom first, cause last."""
+    rows: list[tuple[str, str, str]] = []
+    for i, hop in enumerate(story.hops, 1):
+        text = f"{waiter_sentence(hop)}\n-> {hop_sentence(hop)} [{hop.source}]"
+        quoted = ""
+        if hop.evidence is not None:
+            quoted = f"{hop.evidence.source}:{hop.evidence.line}  {hop.evidence.text}"
+        rows.append((f"{i}.", text, quoted))
+    rows.append((f"{len(story.hops) + 1}.", f"{culprit_sentence(story)}  <- the cause", ""))
+    return rows
+
+
+def story(d: Diagnosis) -> Iterator[RenderableType]:
+    """Yield the wait chain from the symptom to the cause, with the line that shows each hop."""
+    found = build_story(d)
+    if found is None:
+        return
+    yield Text()
+    yield _heading("Wait chain (symptom to cause)")
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True, justify="right")
+    grid.add_column(overflow="fold")
+    for number, text, quoted in story_lines(found):
+        body = Text(text)
+        if quoted:
+            body.append("\n" + quoted, style="cyan")
+        grid.add_row(number, body)
+    yield _indent(grid)
+    if found.resolution:
+        yield _indent(Text(f"(how the cause was chosen: {found.resolution})", style="dim"))
 
 
 def overview(d: Diagnosis) -> Iterator[RenderableType]:

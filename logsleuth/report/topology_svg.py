@@ -25,6 +25,8 @@ COLOURS = {
 }
 """Link colour per transport family."""
 ANOMALY = "#c62828"
+CULPRIT = "#d50000"
+"""The verdict's culprit: its GPU, its host box and its links."""
 MAX_WIDTH = 1200
 PAD = 16
 
@@ -141,14 +143,20 @@ def topology_summary(view: TopologyView, *, limit: int = 4) -> str:
     return line
 
 
-def _host_box(host: TopoHost, lay: _Layout) -> list[str]:
+def _host_box(host: TopoHost, lay: _Layout, culprits: frozenset[int]) -> list[str]:
     hx, hy = lay.host_pos[host.name]
     stroke, width = (ANOMALY, "3") if host.anomalous else ("#90a4ae", "1")
+    if culprits & set(host.ranks):
+        stroke, width = CULPRIT, "3"
+    # Small (aggregated) boxes say their ranks on the bottom line, beside the intra-host links.
+    label = host.name
+    if host.ranks and not lay.small:
+        label = f"{host.name}  ranks {format_ranks(host.ranks)}"
     out = [
         f'<rect x="{hx:.0f}" y="{hy:.0f}" width="{lay.box_w}" height="{lay.box_h}" rx="6" '
         f'fill="#f5f7fa" stroke="{stroke}" stroke-width="{width}">'
         f"<title>{escape(_host_title(host))}</title></rect>",
-        f'<text x="{hx + 8:.0f}" y="{hy + 16:.0f}" font-weight="bold">{escape(host.name)}</text>',
+        f'<text x="{hx + 8:.0f}" y="{hy + 16:.0f}" font-weight="bold">{escape(label)}</text>',
     ]
     if host.network:
         out.append(
@@ -158,7 +166,9 @@ def _host_box(host: TopoHost, lay: _Layout) -> list[str]:
     return out
 
 
-def _gpu_cells(host: TopoHost, lay: _Layout, ranks: dict[int, TopoRank]) -> list[str]:
+def _gpu_cells(
+    host: TopoHost, lay: _Layout, ranks: dict[int, TopoRank], culprits: frozenset[int]
+) -> list[str]:
     out: list[str] = []
     for rank_no in host.ranks:
         rank = ranks.get(rank_no)
@@ -167,9 +177,14 @@ def _gpu_cells(host: TopoHost, lay: _Layout, ranks: dict[int, TopoRank]) -> list
         rx, ry = lay.rank_pos[rank_no]
         fill = "#ffcdd2" if rank.anomalous else "#ffffff"
         edge = ANOMALY if rank.anomalous or rank.connected_rings is False else "#455a64"
+        extra = ""
+        title = _rank_title(rank)
+        if rank_no in culprits:
+            fill, edge, extra = "#ffeb3b", CULPRIT, ' stroke-width="3" class="culprit"'
+            title = f"the culprit: {title}"
         out.append(
             f'<rect x="{rx:.0f}" y="{ry:.0f}" width="{lay.cell_w}" height="{lay.cell_h}" '
-            f'fill="{fill}" stroke="{edge}"><title>{escape(_rank_title(rank))}</title></rect>'
+            f'fill="{fill}" stroke="{edge}"{extra}><title>{escape(title)}</title></rect>'
         )
         if not lay.small:
             out.append(
@@ -179,15 +194,31 @@ def _gpu_cells(host: TopoHost, lay: _Layout, ranks: dict[int, TopoRank]) -> list
     if lay.small:
         hx, hy = lay.host_pos[host.name]
         intra = lay.intra.get(host.name, [])
-        label = ", ".join(f"{link.transport} x{link.channels}" for link in intra)
+        parts = [f"ranks {format_ranks(host.ranks)}"] if host.ranks else []
+        parts += [f"{link.transport} x{link.channels}" for link in intra]
+        label = "; ".join(parts)
         out.append(f'<text x="{hx + 8:.0f}" y="{hy + lay.box_h - 8:.0f}">{escape(label)}</text>')
     return out
 
 
-def _link_paths(view: TopologyView, lay: _Layout, ranks: dict[int, TopoRank]) -> list[str]:
+def _touches(link: TopoLink, view: TopologyView, culprits: frozenset[int]) -> bool:
+    """Say whether ``link`` joins a culprit rank (or, aggregated, the culprit's host)."""
+    if not culprits:
+        return False
+    if view.aggregated:
+        hosts = {h.name for h in view.hosts if culprits & set(h.ranks)}
+        return link.src in hosts or link.dst in hosts
+    return any(end.isdigit() and int(end) in culprits for end in (link.src, link.dst))
+
+
+def _link_paths(
+    view: TopologyView, lay: _Layout, ranks: dict[int, TopoRank], culprits: frozenset[int]
+) -> list[str]:
     out: list[str] = []
     top = max((link.channels for link in view.links), default=1)
-    for link in view.links:
+    # The culprit's links last, so they are drawn over the others.
+    ordered = sorted(view.links, key=lambda link: _touches(link, view, culprits))
+    for link in ordered:
         if view.aggregated:
             if link.src == link.dst or link.src not in lay.host_pos or link.dst not in lay.host_pos:
                 continue
@@ -202,23 +233,37 @@ def _link_paths(view: TopologyView, lay: _Layout, ranks: dict[int, TopoRank]) ->
         thickness = 1 + 3 * link.channels / top
         dash = ' stroke-dasharray="6 3" class="anomalous"' if link.anomalous else ""
         title = f"{link.src} -> {link.dst}: {link.detail}, {link.channels} channels"
+        colour, opacity = _colour(link.transport), "0.7"
+        if _touches(link, view, culprits):
+            # Outlined in the culprit's colour, its transport colour still inside.
+            out.append(
+                f'<path d="{_curve(x1, y1, x2, y2, bend)}" fill="none" stroke="{CULPRIT}" '
+                f'stroke-width="{thickness + 4:.1f}" class="culprit-link"/>'
+            )
+            title = f"the culprit's link: {title}"
+            opacity = "1"
+        if link.anomalous:
+            colour = ANOMALY
         out.append(
             f'<path d="{_curve(x1, y1, x2, y2, bend)}" fill="none" '
-            f'stroke="{_colour(link.transport)}" stroke-width="{thickness:.1f}" '
-            f'stroke-opacity="0.7"{dash}><title>{escape(title)}</title></path>'
+            f'stroke="{colour}" stroke-width="{thickness:.1f}" '
+            f'stroke-opacity="{opacity}"{dash}><title>{escape(title)}</title></path>'
         )
     return out
 
 
-def render_topology_svg(view: TopologyView) -> str:
-    """Render ``view`` as a standalone SVG document fragment (``<svg>...</svg>``)."""
+def render_topology_svg(
+    view: TopologyView, culprits: frozenset[int] = frozenset(), *, part_of: int | None = None
+) -> str:
+    """Render ``view`` as a standalone SVG document fragment (``<svg>...</svg>``).
+
+    Args:
+        view: The communicator to draw.
+        culprits: Its ranks (communicator ranks) that the verdict blames: their GPU, host box
+            and links are drawn in the culprit's colour.
+        part_of: When ``view`` holds only some hosts of the communicator, how many it has.
+    """
     lay = _Layout(view)
-    out: list[str] = []
-    out.append(
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="topology" role="img" '
-        f'viewBox="0 0 {lay.width:.0f} {lay.height:.0f}" width="{lay.width:.0f}" '
-        f'height="{lay.height:.0f}" font-family="sans-serif" font-size="11">'
-    )
     hosts_word = "host" if len(view.hosts) == 1 else "hosts"
     heading = (
         f"comm {view.id}: {view.nranks if view.nranks is not None else len(view.ranks)} ranks "
@@ -226,6 +271,20 @@ def render_topology_svg(view: TopologyView) -> str:
         + (f", {view.channels} channels" if view.channels else "")
         + (" (links aggregated per host)" if view.aggregated else "")
     )
+    if part_of is not None:
+        heading = (
+            f"comm {view.id}: the culprit's host and the hosts its links join "
+            f"({len(view.hosts)} of {part_of})"
+        )
+    lay.width = max(lay.width, 2 * PAD + 7 * len(heading))
+    out: list[str] = []
+    out.append(
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="topology" role="img" '
+        f'viewBox="0 0 {lay.width:.0f} {lay.height:.0f}" width="{lay.width:.0f}" '
+        f'height="{lay.height:.0f}" font-family="sans-serif" font-size="11" fill="#1b1f24">'
+    )
+    # A light card in either colour scheme: the drawing's dark text stays readable.
+    out.append(f'<rect width="{lay.width:.0f}" height="{lay.height:.0f}" fill="#ffffff"/>')
     out.append(f"<title>{escape(heading)}</title>")
     out.append(f'<text x="{PAD}" y="20" font-size="13" font-weight="bold">{escape(heading)}</text>')
     used = sorted({link.transport for link in view.links}, key=list(COLOURS).index)
@@ -236,6 +295,12 @@ def render_topology_svg(view: TopologyView) -> str:
             f'stroke-width="3"/><text x="{x + 26}" y="42">{escape(family)}</text>'
         )
         x += 40 + 7 * len(family)
+    if culprits & set(lay.rank_pos):
+        out.append(
+            f'<rect x="{x}" y="31" width="14" height="14" fill="#ffeb3b" stroke="{CULPRIT}" '
+            f'stroke-width="2.5"/><text x="{x + 20}" y="42">culprit</text>'
+        )
+        x += 80
     if any(h.anomalous for h in view.hosts):
         out.append(
             f'<rect x="{x}" y="31" width="14" height="14" fill="none" stroke="{ANOMALY}" '
@@ -244,9 +309,9 @@ def render_topology_svg(view: TopologyView) -> str:
     ranks = {r.rank: r for r in view.ranks}
     # Boxes first, then links, then GPUs on top, so every GPU and its number stay readable.
     for host in view.hosts:
-        out.extend(_host_box(host, lay))
-    out.extend(_link_paths(view, lay, ranks))
+        out.extend(_host_box(host, lay, culprits))
+    out.extend(_link_paths(view, lay, ranks, culprits))
     for host in view.hosts:
-        out.extend(_gpu_cells(host, lay, ranks))
+        out.extend(_gpu_cells(host, lay, ranks, culprits))
     out.append("</svg>")
     return "\n".join(out)

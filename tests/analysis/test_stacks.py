@@ -226,6 +226,7 @@ def test_gloo_job_merges_into_three_classes() -> None:
         collective="all_reduce",
         pids=(13270, 13271),
         hosts=("node0",),
+        libraries=("torch", "torch", None, None, None),
     )
     suspects = find_outliers(classes)
     assert [(s.kind, s.stack_class.ranks, s.reason) for s in suspects] == [

@@ -140,7 +140,10 @@ def test_bundle_is_complete_and_no_process_survives(
     assert [ranks[str(r)]["local_rank"] for r in range(NPROC)] == [0, 1, 2, 3]
     assert all(not is_alive(r["pid"]) for r in ranks.values())
     assert job_survivors(run.out) == []
-    assert run.stdout.splitlines()[-1] == f"report: {run.out / 'report.html'}"
+    # The brief report ends the output: the pointer to the full report, the verdict last.
+    lines = run.stdout.splitlines()
+    assert lines[-2] == f"full report: {run.out / 'report.html'}"
+    assert lines[-1].startswith("VERDICT ")
     assert (run.out / "report.html").read_text().startswith("<!DOCTYPE html>")
     log = (run.out / "launcher.log").read_text()
     if case.hangs:

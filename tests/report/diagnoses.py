@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from logsleuth.analysis.stacks import build_class_tree, find_outliers
 from logsleuth.model.diagnosis import (
     CommProgress,
     CommunicatorView,
@@ -21,12 +22,61 @@ from logsleuth.model.diagnosis import (
     Verdict,
 )
 from logsleuth.model.ranks import format_ranks
+from logsleuth.model.waitfor import WaitEdge, WaitFor, WaitNode
 
 COMM = "0x7f3a9c2b11d04e55"
 HOSTS = ("node-a", "node-b")
 SCRIPT_ATTACK = "<script>window.__pwned = 1; alert(1)</script>"
 IMG_ATTACK = '<img src=x onerror="window.__pwned = 2; alert(1)">'
 CLOSE_ATTACK = "</script><!-- <script>window.__pwned = 3</script>"
+
+
+def _with_stack_views(d: Diagnosis) -> Diagnosis:
+    """Add the stack tree and suspects that analysis derives from the stack classes."""
+    classes = d.stack_classes
+    return dataclasses.replace(
+        d,
+        stack_tree=build_class_tree(classes) if classes else None,
+        stack_suspects=find_outliers(classes),
+    )
+
+
+def _waitfor(world: int, culprit: int, host: str, pid: int) -> WaitFor:
+    """Return the wait-for graph of a job whose ranks all wait for ``culprit`` in AllReduce."""
+    nodes = tuple(
+        WaitNode(
+            id=f"rank {r}",
+            rank=r,
+            host=HOSTS[r // 4] if world == 8 else None,
+            pid=4100 + r if world == 8 else None,
+            state="elsewhere" if r == culprit else "waiting",
+            where="data loading at train_loop (train.py:61)" if r == culprit else "all_reduce",
+        )
+        for r in range(world)
+    )
+    edges = tuple(
+        WaitEdge(
+            waiter=f"rank {r}",
+            waits_for=f"rank {culprit}",
+            reason=f"in AllReduce #412; rank {culprit} never entered it",
+            source="nccl",
+            evidence=Evidence(
+                "launcher.log",
+                88 + r,
+                f"[rank{r}]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank {r}] "
+                "Watchdog caught collective operation timeout",
+            ),
+        )
+        for r in range(min(world, 64))
+        if r != culprit
+    )
+    return WaitFor(
+        nodes=nodes,
+        edges=edges,
+        culprits=(f"rank {culprit}",),
+        victims=tuple((e.waiter, e.reason) for e in edges),
+        resolution=f"sink: rank {culprit} on {host} (pid {pid}) waits for nobody",
+    )
 
 
 def _host(rank: int) -> str:
@@ -39,6 +89,10 @@ def _pid(rank: int) -> int:
 
 def missing_collective() -> Diagnosis:
     """Return an 8-rank job on 2 hosts where rank 5 never entered AllReduce #412."""
+    return _with_stack_views(_missing_collective())
+
+
+def _missing_collective() -> Diagnosis:
     waiting = (0, 1, 2, 3, 4, 6, 7)
     primary = Finding(
         code="LS101",
@@ -177,6 +231,7 @@ def missing_collective() -> Diagnosis:
         collective="all_reduce",
         pids=tuple(_pid(r) for r in waiting),
         hosts=HOSTS,
+        libraries=("torch", "torch", None, None, None, None),
     )
     loader_stack = StackClass(
         ranks="5",
@@ -195,6 +250,7 @@ def missing_collective() -> Diagnosis:
         call_site="train_loop (train.py:61)",
         pids=(4105,),
         hosts=("node-b",),
+        libraries=("stdlib", "stdlib", "torch", "torch", "torch", None, None, None),
     )
     world = CommunicatorView(
         id=COMM,
@@ -232,6 +288,7 @@ def missing_collective() -> Diagnosis:
         for r in range(8)
     )
     return Diagnosis(
+        waitfor=_waitfor(8, 5, "node-b", 4105),
         verdict=Verdict(
             kind="missing-collective",
             summary=(
@@ -427,26 +484,28 @@ def hostile() -> Diagnosis:
         dataclasses.replace(r, first_error=f"[rank5]: {SCRIPT_ATTACK}") if r.rank == 5 else r
         for r in d.ranks
     )
-    return dataclasses.replace(
-        d,
-        verdict=verdict,
-        findings=(primary, *d.findings[1:]),
-        stack_classes=(d.stack_classes[0], loader),
-        ranks=ranks,
-        gaps=(*d.gaps, f"gap {CLOSE_ATTACK}"),
-        progress=(dataclasses.replace(d.progress[0], id=f"0x1 {IMG_ATTACK}"), *d.progress[1:]),
-        timeline=(
-            dataclasses.replace(d.timeline[0], message=f"{SCRIPT_ATTACK} {IMG_ATTACK}"),
-            *d.timeline[1:],
-        ),
-        config=(
-            dataclasses.replace(
-                d.config[0],
-                key=f"NCCL_{IMG_ATTACK}",
-                values=(dataclasses.replace(d.config[0].values[0], value=SCRIPT_ATTACK),),
+    return _with_stack_views(
+        dataclasses.replace(
+            d,
+            verdict=verdict,
+            findings=(primary, *d.findings[1:]),
+            stack_classes=(d.stack_classes[0], loader),
+            ranks=ranks,
+            gaps=(*d.gaps, f"gap {CLOSE_ATTACK}"),
+            progress=(dataclasses.replace(d.progress[0], id=f"0x1 {IMG_ATTACK}"), *d.progress[1:]),
+            timeline=(
+                dataclasses.replace(d.timeline[0], message=f"{SCRIPT_ATTACK} {IMG_ATTACK}"),
+                *d.timeline[1:],
             ),
-            *d.config[1:],
-        ),
+            config=(
+                dataclasses.replace(
+                    d.config[0],
+                    key=f"NCCL_{IMG_ATTACK}",
+                    values=(dataclasses.replace(d.config[0].values[0], value=SCRIPT_ATTACK),),
+                ),
+                *d.config[1:],
+            ),
+        )
     )
 
 
@@ -482,56 +541,65 @@ def large(world: int = 4096, per_host: int = 8, culprit: int = 1234) -> Diagnosi
         )
         for host in hosts[:40]
     )
-    return dataclasses.replace(
-        d,
-        verdict=dataclasses.replace(
-            d.verdict,
-            summary=f"rank {culprit} never entered AllReduce #39; the other {world - 1} ranks wait",
-            culprit_ranks=(culprit,),
-            culprit_hosts=(hosts[culprit // per_host],),
-            culprit_pids=(40000 + culprit,),
-        ),
-        findings=(primary, timeout, *per_host_findings),
-        job=dataclasses.replace(
-            d.job,
-            world_size=world,
-            hosts=hosts,
-            nccl_versions=(("2.21.5", tuple(range(world)), hosts),),
-        ),
-        ranks=ranks,
-        inputs=tuple(
-            InputView(
-                source=f"nccl/{host}.{40000 + r}.log",
-                kind="nccl-log",
-                lines=300,
-                recognized=300,
-                unrecognized=0,
-                blank=0,
-            )
-            for r, host in ((r, hosts[r // per_host]) for r in range(world))
-        ),
-        progress=(
-            CommProgress(
-                id=COMM,
-                nranks=world,
-                members=world,
-                groups=(
-                    ProgressGroup(
-                        ranks=format_ranks(others),
-                        count=world - 1,
-                        op_count=39,
-                        collective="AllReduce",
-                        behind=0,
-                    ),
-                    ProgressGroup(
-                        ranks=str(culprit), count=1, op_count=38, collective="AllReduce", behind=1
-                    ),
-                ),
-                laggards=str(culprit),
+    return _with_stack_views(
+        dataclasses.replace(
+            d,
+            waitfor=_waitfor(world, culprit, hosts[culprit // per_host], 40000 + culprit),
+            verdict=dataclasses.replace(
+                d.verdict,
+                summary=f"rank {culprit} never entered AllReduce #39; the other {world - 1} ranks wait",
+                culprit_ranks=(culprit,),
+                culprit_hosts=(hosts[culprit // per_host],),
+                culprit_pids=(40000 + culprit,),
             ),
-        ),
-        stack_classes=(
-            dataclasses.replace(d.stack_classes[0], ranks=format_ranks(others), count=world - 1),
-            dataclasses.replace(d.stack_classes[1], ranks=str(culprit), count=1),
-        ),
+            findings=(primary, timeout, *per_host_findings),
+            job=dataclasses.replace(
+                d.job,
+                world_size=world,
+                hosts=hosts,
+                nccl_versions=(("2.21.5", tuple(range(world)), hosts),),
+            ),
+            ranks=ranks,
+            inputs=tuple(
+                InputView(
+                    source=f"nccl/{host}.{40000 + r}.log",
+                    kind="nccl-log",
+                    lines=300,
+                    recognized=300,
+                    unrecognized=0,
+                    blank=0,
+                )
+                for r, host in ((r, hosts[r // per_host]) for r in range(world))
+            ),
+            progress=(
+                CommProgress(
+                    id=COMM,
+                    nranks=world,
+                    members=world,
+                    groups=(
+                        ProgressGroup(
+                            ranks=format_ranks(others),
+                            count=world - 1,
+                            op_count=39,
+                            collective="AllReduce",
+                            behind=0,
+                        ),
+                        ProgressGroup(
+                            ranks=str(culprit),
+                            count=1,
+                            op_count=38,
+                            collective="AllReduce",
+                            behind=1,
+                        ),
+                    ),
+                    laggards=str(culprit),
+                ),
+            ),
+            stack_classes=(
+                dataclasses.replace(
+                    d.stack_classes[0], ranks=format_ranks(others), count=world - 1
+                ),
+                dataclasses.replace(d.stack_classes[1], ranks=str(culprit), count=1),
+            ),
+        )
     )

@@ -161,13 +161,19 @@ def test_view_model_holds_formatted_values() -> None:
         "tone": "critical",
         "severity": "critical",
         "culprits": [
-            {"label": "rank", "value": "5"},
-            {"label": "host", "value": "node-b"},
-            {"label": "pid", "value": "4105"},
-            {"label": "GPU", "value": "cudaDev 1 0000:18:00.0"},
-            {"label": "last collective", "value": "AllReduce #0x19b on comm 0x7f3a9c2b11d04e55"},
-            {"label": "stack", "value": "data loading"},
+            {"label": "rank", "value": "5", "href": "#rank-5", "filter": "5"},
+            {"label": "host", "value": "node-b", "href": "#rank-5", "filter": "node-b"},
+            {"label": "pid", "value": "4105", "href": "#rank-5", "filter": "4105"},
+            {"label": "GPU", "value": "cudaDev 1 0000:18:00.0", "href": "", "filter": ""},
+            {
+                "label": "last collective",
+                "value": "AllReduce #0x19b on comm 0x7f3a9c2b11d04e55",
+                "href": "",
+                "filter": "",
+            },
+            {"label": "stack", "value": "data loading", "href": "", "filter": ""},
         ],
+        "time_span": "2026-03-21 01:58:40 to 2026-03-21 02:07:09",
         "confidence": "0.90",
         "confidence_word": "high",
         "rule": "LS101 collective.missing",
@@ -246,7 +252,7 @@ def test_large_job_pages_its_tables_and_compresses_its_data() -> None:
     assert json.loads(gzip.decompress(base64.b64decode(payload))) == build_json(d)
     rows = [a for tag, a in page.tags if tag == "tr" and "data-rank" in a]
     assert len(rows) == 101  # the first page and the culprit, rank 1234
-    assert rows[-1] == {"data-rank": "1234", "class": "culprit"}
+    assert rows[-1] == {"id": "rank-1234", "data-rank": "1234", "class": "culprit"}
     assert 'data-table="rank-table"' in html and 'data-table="input-table"' in html
 
 

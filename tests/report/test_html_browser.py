@@ -188,7 +188,7 @@ def test_sections_for_a_reader_new_to_nccl(watched: _Watched) -> None:
     for section in ("overview", "progress", "stacks", "timeline", "findings", "config", "gaps"):
         assert watched.page.locator(f"#{section} > p.help").first.is_visible(), section
     laggard = watched.page.locator("#progress tr.laggard td").first.inner_text()
-    assert laggard == "5"
+    assert laggard == "rank 5"
 
 
 @pytest.fixture(scope="module")
@@ -208,12 +208,14 @@ def test_large_report_opens_paged_with_verdict_first(browser: object, large_repo
         box = page.locator("#verdict").bounding_box()
         assert box is not None and box["y"] + box["height"] <= VIEWPORT["height"]
         page.click("#rank-details > summary")
-        assert page.locator("#rank-table tbody tr").count() == 100
+        # The first page and the culprit's row, which every page keeps.
+        assert page.locator("#rank-table tbody tr").count() == 101
+        assert page.locator("#rank-table tbody tr.culprit").get_attribute("id") == "rank-1234"
         assert (
             page.inner_text(
                 "#rank-table ~ .pager .pager-status, .pager[data-table='rank-table'] .pager-status"
             )
-            == "rows 1-100 of 4096"
+            == "rows 1-100 of 4096 (and the culprit's row)"
         )
         page.click(".pager[data-table='rank-table'] .next")
         assert page.locator("#rank-table tbody tr").first.get_attribute("data-rank") == "100"

@@ -67,7 +67,7 @@ def test_other_findings_are_grouped_by_kind_without_the_verdict() -> None:
     assert block == [
         "  collective-timeout (1)",
         "    ERROR  LS203  7 ranks hit the watchdog timeout in AllReduce SeqNum 413",
-        "                  ranks 0-4,6-7 on node-a, node-b; confidence 0.60",
+        "                  7 of 8 ranks (all but 5) on node-a, node-b; confidence 0.60",
         "  transport-degraded (2)",
         "    WARNING  LS302  node-b talks to node-a over NET/Socket instead of InfiniBand",
         "                    ranks 4-7 on node-b; confidence 0.70",
@@ -91,7 +91,13 @@ def test_stack_classes_show_ranks_category_and_call_site() -> None:
     ]
     rows = lines[start + 3 : start + 5]
     assert rows[0].split() == [
-        "0-4,6-7",
+        "7",
+        "of",
+        "8",
+        "ranks",
+        "(all",
+        "but",
+        "5)",
         "7",
         "collective",
         "train_step",
@@ -99,7 +105,7 @@ def test_stack_classes_show_ranks_category_and_call_site() -> None:
         "all_reduce",
         "(torch/distributed/distributed_c10d.py:2501)",
     ]
-    assert rows[1].split()[:5] == ["5", "1", "data-loading", "train_loop", "(train.py:61)"]
+    assert rows[1].split()[:6] == ["rank", "5", "1", "data-loading", "train_loop", "(train.py:61)"]
 
 
 def test_healthy_job_is_compact() -> None:
@@ -156,6 +162,6 @@ def test_overview_sections_mirror_the_html() -> None:
     job = lines.index("JOB OVERVIEW")
     assert lines[job + 1 : job + 4] == [
         "  world size           8 ranks",
-        "  ranks with evidence  8 (0-7)",
+        "  ranks with evidence  all 8 ranks",
         "  hosts                2 (node-a, node-b); 4 processes per host",
     ]

@@ -11,7 +11,13 @@ from logsleuth.model.topology import TopoAnomaly, TopoHost, TopoLink, TopologyVi
 from logsleuth.report.html import render_html
 from logsleuth.report.json import build_json
 from logsleuth.report.text import render_text
-from logsleuth.report.topology_svg import ANOMALY, COLOURS, render_topology_svg, topology_summary
+from logsleuth.report.topology_svg import (
+    ANOMALY,
+    COLOURS,
+    CULPRIT,
+    render_topology_svg,
+    topology_summary,
+)
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -111,9 +117,28 @@ def test_hosts_are_boxes_with_their_gpus_and_the_culprit_is_outlined() -> None:
         COLOURS["P2P"],
         COLOURS["NET/IB"],
         COLOURS["P2P"],
-        COLOURS["NET/Socket"],
+        ANOMALY,  # the degraded NET/Socket link: red and dashed
     ]
     assert [p.get("stroke-dasharray") for p in paths] == [None, None, None, "6 3"]
+
+
+def test_the_culprit_its_host_and_its_links_are_highlighted() -> None:
+    view = _small()
+    culprit = view.ranks[1].rank
+    root = ET.fromstring(render_topology_svg(view, frozenset({culprit})))
+    rects = root.findall(f".//{SVG}rect")
+    marked = [r for r in rects if r.get("class") == "culprit"]
+    assert len(marked) == 1
+    assert (marked[0].findtext(f"{SVG}title") or "").startswith(f"the culprit: rank {culprit},")
+    boxes = [r for r in rects if r.get("rx") == "6"]
+    assert boxes[0].get("stroke") == CULPRIT  # its host
+    outlined = root.findall(f".//{SVG}path[@class='culprit-link']")
+    ends = {(k.src, k.dst) for k in view.links if str(culprit) in (k.src, k.dst)}
+    assert len(outlined) == len(ends) > 0
+    texts = [t.text or "" for t in root.iter(f"{SVG}text")]
+    assert any(t.startswith("node-a  ranks ") for t in texts)
+    # A light card under the drawing, readable in a dark page.
+    assert rects[0].get("fill") == "#ffffff" and root.get("fill") == "#1b1f24"
 
 
 def test_the_drawing_has_no_script_and_no_style_attributes() -> None:
