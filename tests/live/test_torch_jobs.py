@@ -157,10 +157,13 @@ def test_bundle_is_complete_and_no_process_survives(
         assert manifest["stalled_at"] is None
         assert not (run.out / "stacks").exists()
     if case.name == "size-mismatch":
-        # One rank aborts in gloo's size check; every other rank dumps its flight recorder,
-        # on "Connection reset by peer" or on torchrun's SIGTERM.
+        # One rank aborts in gloo's size check; the others dump their flight recorders, on
+        # "Connection reset by peer" or on torchrun's SIGTERM. On a loaded machine torchrun's
+        # SIGKILL may come before one of them finished writing: one may be missing, never the
+        # culprit's (which raised first).
         dumps = sorted(p.name for p in (run.out / "fr").iterdir())
-        assert len(dumps) == NPROC - 1 and f"rank_{case.culprit}" in dumps, dumps
+        assert NPROC - 2 <= len(dumps) <= NPROC - 1, dumps
+        assert f"rank_{case.culprit}" in dumps, dumps
     if case.name == "healthy":
         assert run.returncode == 0
         assert sorted(re.findall(r"^repro: rank (\d): finished", log, re.MULTILINE)) == [
