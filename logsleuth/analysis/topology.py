@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from logsleuth.analysis.index import EvidenceIndex, Proc, comm_key
+from logsleuth.analysis.index import EvidenceIndex, Proc, communicator_keys
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.nccl import (
@@ -290,32 +290,9 @@ class _Attributor:
             list
         )
         self.comms_of: dict[tuple[str | None, int | None], set[str]] = defaultdict(set)
-        found: list[tuple[NcclCommInit, str]] = []
-        colors: dict[str, set[int]] = defaultdict(set)
-        for init in index.all_of(NcclCommInit):
-            # The index keeps one Init line per rank and key; every line counts here.
-            key = comm_key(init)
-            found.append((init, key))
-            if init.color is not None:
-                colors[key].add(init.color)
-        sizes: dict[str, set[int]] = defaultdict(set)
-        streams_of: dict[str, set[tuple[str | None, int | None]]] = defaultdict(set)
-        for init, base in found:
-            sizes[base].add(init.nranks)
-            streams_of[base].add((init.origin.host, init.origin.pid))
-        in_comms: dict[tuple[str | None, int | None], set[str]] = defaultdict(set)
-        for base, streams in streams_of.items():
-            for stream in streams:
-                in_comms[stream].add(base)
-        for init, base in found:
-            # Split children of one parent may print one commId (the synthetic generator
-            # and NCCL before 2.23 do): each color, or each size of a communicator whose
-            # processes all belong to another one (their parent), is a communicator of its own.
-            key = base
-            if len(colors.get(base, ())) > 1:
-                key = f"{base} color {init.color} nranks {init.nranks}"
-            elif len(sizes[base]) > 1 and all(len(in_comms[s]) > 1 for s in streams_of[base]):
-                key = f"{base} nranks {init.nranks}"
+        all_inits = index.all_of(NcclCommInit)
+        # The index keys communicators by the same function: every view agrees on the set.
+        for init, key in zip(all_inits, communicator_keys(all_inits), strict=True):
             self.inits.append((init, key))
             target = starts if init.phase == "START" else completes
             target[_stream_key(init)].append((init.ref.line, key))
