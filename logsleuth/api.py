@@ -14,7 +14,7 @@ from logsleuth.errors import InputError
 from logsleuth.model.base import Event, InputSummary
 from logsleuth.model.diagnosis import Diagnosis
 from logsleuth.parse.discover import Problem, discover
-from logsleuth.parse.dispatch import InputReadError, read_inputs
+from logsleuth.parse.dispatch import InputReadError, ReadProgress, read_inputs
 
 
 class NoAnalysableInput(InputError):
@@ -35,13 +35,27 @@ class Analysis:
     """The files that were read (not standard input), so that no output overwrites one."""
 
 
-def analyze(paths: Sequence[str], stdin: BinaryIO | None = None) -> Analysis:
-    """Analyse the given paths (files, directories, ``.gz``, ``-``).
+def analyze(
+    paths: Sequence[str],
+    stdin: BinaryIO | None = None,
+    *,
+    scheduler: str | None = None,
+    progress: ReadProgress | None = None,
+) -> Analysis:
+    """Analyse the given paths (files, directories, ``.gz``, ``-``, fsspec URLs).
 
     Each input is read in isolation: one that cannot be read, or only in part, becomes a
     problem (and a data gap) and the others are still analysed.
 
+    Args:
+        paths: What to read; URLs (``s3://bucket/job/``) need the ``[cluster]`` extra.
+        stdin: Where ``-`` reads from.
+        scheduler: ``local:N`` or ``tcp://HOST:PORT``: read the inputs on a Dask cluster
+            (the diagnosis is the same as a local run's).
+        progress: Told how far reading got (a progress bar).
+
     Raises:
+        UsageError: ``scheduler`` cannot be used (Dask missing, scheduler unreachable).
         NoAnalysableInput: no input could be analysed at all; the message names the path(s)
             and why.
     """
@@ -52,7 +66,7 @@ def analyze(paths: Sequence[str], stdin: BinaryIO | None = None) -> Analysis:
     silent: list[Problem] = []
     # The index keeps the last KEEP_OPS collectives per process and communicator, so the
     # parser may skip building events for the COLL lines in between.
-    results = read_inputs(sources, keep_ops=KEEP_OPS)
+    results = read_inputs(sources, keep_ops=KEEP_OPS, scheduler=scheduler, progress=progress)
     for source, result in zip(sources, results, strict=True):
         if isinstance(result, InputError):
             exc = result

@@ -34,6 +34,7 @@ from typing import BinaryIO
 
 from logsleuth.parse import budgets
 from logsleuth.parse.archive import ArchiveError, is_archive, read_archive
+from logsleuth.parse.remote import RemoteError, common_root, is_url, list_url, open_url
 
 _SKIP_NAMES = frozenset({"diagnosis.json", "report.html", "truth.json", "teardown.log"})
 """Outputs of an earlier run inside a bundle directory, what a job printed after live ended
@@ -54,9 +55,20 @@ class InputSource:
     path: Path | None
     data: bytes | None = None
     """The bytes of an input held in memory (tests, small generated inputs)."""
+    url: str | None = None
+    """An object read through fsspec (``s3://...``); ``path`` and ``data`` are then None."""
+    size: int | None = None
+    """The size in bytes when the listing gave it (URLs), for progress and scheduling."""
 
     def open(self) -> BinaryIO:
         """Open the input for binary reading, transparently decompressing gzip."""
+        if self.url is not None:
+            handle = open_url(self.url)
+            head = handle.read(2)
+            handle.seek(0)
+            if head == _GZIP_MAGIC:
+                return gzip.GzipFile(fileobj=handle, mode="rb")  # type: ignore[return-value]
+            return handle
         if self.data is not None:
             buffer = io.BytesIO(self.data)
             if self.data[:2] == _GZIP_MAGIC:
@@ -74,6 +86,12 @@ class InputSource:
         """Return True when the input is gzip data (read decompressed)."""
         if self.data is not None:
             return self.data[:2] == _GZIP_MAGIC
+        if self.url is not None:
+            try:
+                with open_url(self.url) as probe:
+                    return probe.read(2) == _GZIP_MAGIC
+            except OSError:
+                return False
         assert self.path is not None
         try:
             with self.path.open("rb") as probe:
@@ -255,7 +273,8 @@ def discover(
     problems: list[Problem] = []
     walk = _Walk(problems)
     streams: dict[str, Path] = {}
-    for arg in sorted(set(args)):
+    urls = sorted({a for a in args if is_url(a)})
+    for arg in sorted(set(args) - set(urls)):
         if arg == "-":
             stream = stdin if stdin is not None else sys.stdin.buffer
             streams["<stdin>"] = _spool(stream)
@@ -307,9 +326,32 @@ def discover(
         sources.append((shown, real, InputSource(name=shown, path=Path(path))))
     for label, spooled in streams.items():
         sources.append((label, label, InputSource(name=label, path=spooled)))
+    sources.extend(_url_sources(urls, problems))
     sources.sort(key=lambda item: (item[0], item[1]))
     problems.sort(key=lambda p: (p.name, p.reason))
     return [s for _, _, s in sources], problems
+
+
+def _url_sources(
+    urls: Sequence[str], problems: list[Problem]
+) -> list[tuple[str, str, InputSource]]:
+    """List URL inputs (fsspec); names relative to the common root of the URLs given."""
+    listed: list[tuple[str, list[tuple[str, str, int]]]] = []
+    for url in urls:
+        try:
+            listed.append(list_url(url, _member_skipped))
+        except RemoteError as exc:
+            problems.append(Problem(display_name(url), str(exc)))
+    base = common_root([root for root, _ in listed])
+    found: dict[str, tuple[str, str, InputSource]] = {}
+    for root, objects in listed:
+        for full, rel, size in objects:
+            where = f"{root}/{rel}"
+            name = where[len(base) + 1 :] if base and where.startswith(base + "/") else where
+            shown = display_name(name)
+            source = InputSource(name=shown, path=None, url=full, size=size)
+            found.setdefault(full, (shown, full, source))
+    return list(found.values())
 
 
 def _member_skipped(name: str) -> bool:
