@@ -406,5 +406,9 @@ def looks_binary(head: bytes) -> bool:
     if len(sample) * 4 < len(head):
         return True
     text = sample.decode("utf-8", errors="replace")
-    bad = sum(1 for ch in text if ch == "\ufffd" or (ord(ch) < 32 and ch not in "\t\n\r\x1b\x0c"))
+    bad = len(_NOT_TEXT.findall(text))
     return bad * 10 > len(text)
+
+
+_NOT_TEXT = re.compile("[\ufffd\x00-\x08\x0b\x0e-\x1a\x1c-\x1f]")
+"""Undecodable bytes and control characters other than tab, newlines, ESC and form feed."""

@@ -28,7 +28,7 @@ from logsleuth.errors import InputError
 from logsleuth.model.base import Event, InputSummary, Origin, SourceRef
 from logsleuth.model.bundle import BundleManifest, RankEntry
 from logsleuth.model.messages import SectionHeader
-from logsleuth.parse import budgets
+from logsleuth.parse import budgets, pickling
 from logsleuth.parse.base import Line, Reader, Sink
 from logsleuth.parse.catalog import load_catalog
 from logsleuth.parse.clean import (
@@ -55,6 +55,10 @@ from logsleuth.parse.remote import open_url
 from logsleuth.parse.stacks import StackReader
 from logsleuth.parse.summary import SummaryReader
 from logsleuth.parse.torchlog import TorchReader
+
+# Results travel from worker processes to the parent: the events' pickled state is built
+# without a dataclasses.fields() call per object (see pickling.py).
+pickling.install()
 
 _SAMPLE_LINES = 200
 _KIND_OF_READER = {
