@@ -15,6 +15,7 @@ from bisect import bisect_left
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import networkx as nx
 
@@ -71,6 +72,7 @@ class Transport:
     mode: str | None = None
 
 
+@lru_cache(maxsize=4096)
 def decode_transport(via: str) -> Transport:
     """Decode the transport text after ``via`` of a connection line (spec 2.8)."""
     text = via.strip()
@@ -95,6 +97,7 @@ def decode_transport(via: str) -> Transport:
     return Transport("other", mode=text)
 
 
+@lru_cache(maxsize=65536)
 def decode_device(value: str | None, version: str | None = None) -> tuple[str, str] | None:
     """Say what the ``[x]`` device field of a connection line is: (``busId``|``nvmlDev``, value).
 
