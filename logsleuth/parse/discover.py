@@ -46,6 +46,10 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
+_URL_GZIP: dict[str, bool] = {}
+"""Whether an object read by URL is gzip data, from the first bytes an open read."""
+
+
 @dataclass(frozen=True, slots=True)
 class InputSource:
     """One input to read: a file path, or bytes in memory when ``path`` is None."""
@@ -66,6 +70,7 @@ class InputSource:
             handle = open_url(self.url)
             head = handle.read(2)
             handle.seek(0)
+            _URL_GZIP[self.url] = head == _GZIP_MAGIC
             if head == _GZIP_MAGIC:
                 return gzip.GzipFile(fileobj=handle, mode="rb")  # type: ignore[return-value]
             return handle
@@ -87,6 +92,8 @@ class InputSource:
         if self.data is not None:
             return self.data[:2] == _GZIP_MAGIC
         if self.url is not None:
+            if self.url in _URL_GZIP:  # known from an earlier open: no second request
+                return _URL_GZIP[self.url]
             try:
                 with open_url(self.url) as probe:
                     return probe.read(2) == _GZIP_MAGIC
