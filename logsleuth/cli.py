@@ -67,6 +67,7 @@ _EPILOGS = {
   logsleuth analyze bundle.tar.gz node2.zip                bundles as attached to a ticket
   kubectl logs job/train --prefix | logsleuth analyze -
   logsleuth analyze run/ --json - | jq .verdict
+  logsleuth analyze s3://bucket/job-1234/ --scheduler tcp://sched:8786   read on a Dask cluster
 
 exit status: 0 healthy, 1 a failure diagnosed (or inconclusive), 2 bad usage or no
 analysable input, 3 internal error.""",
@@ -159,7 +160,10 @@ FORCE_COLOR, width follows COLUMNS. 'logsleuth COMMAND --help' shows more.""",
         "(files, directories, .gz, bundle archives, or - for stdin) and print the root cause.",
     )
     analyze.add_argument(
-        "paths", nargs="+", metavar="PATH", help="file, directory, .gz, .tar.gz/.zip or -"
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="file, directory, .gz, .tar.gz/.zip, - or an s3://, gs://, https:// URL",
     )
     analyze.add_argument("--html", metavar="FILE", help="write the self-contained HTML report here")
     analyze.add_argument(
@@ -184,8 +188,8 @@ FORCE_COLOR, width follows COLUMNS. 'logsleuth COMMAND --help' shows more.""",
         "--scheduler",
         metavar="ADDR",
         help="read the inputs on a Dask cluster: tcp://HOST:PORT, or local:N for N local "
-        "worker processes (needs the [cluster] extra; PATHs may then be s3://, gs://, "
-        "https:// URLs the workers read directly)",
+        "worker processes; URL PATHs are then read by the workers themselves (needs the "
+        "[cluster] extra, as URL PATHs do)",
     )
 
     explain = _subparser(
