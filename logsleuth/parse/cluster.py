@@ -10,6 +10,7 @@ Dask is part of the optional ``[cluster]`` extra.
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
@@ -28,6 +29,8 @@ CONNECT_TIMEOUT_S = 10
 
 def check_scheduler(spec: str) -> str:
     """Return ``spec`` when it names a scheduler (``local[:N]`` or ``tcp://HOST:PORT``).
+
+    ``local`` alone starts one worker process per core.
 
     Raises:
         UsageError: it names neither.
@@ -74,7 +77,7 @@ def dask_map(
         local = _LOCAL.match(spec)
         try:
             if local is not None:
-                workers = int(local.group(1) or 2)
+                workers = int(local.group(1) or os.cpu_count() or 1)
                 cluster = stack.enter_context(
                     LocalCluster(
                         n_workers=max(1, workers),

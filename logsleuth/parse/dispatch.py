@@ -22,6 +22,7 @@ from collections.abc import Generator, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextvars import ContextVar
 from dataclasses import dataclass, fields, replace
+from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 from logsleuth.errors import InputError
@@ -852,15 +853,19 @@ def read_inputs(
     if scheduler is not None:
         from logsleuth.parse.cluster import dask_map
 
-        size_of = {id(job[0]): size for job, size in zip(work, sizes, strict=True)}
+        # Workers run elsewhere (another working directory, another machine on a shared
+        # filesystem): a relative path is made absolute here.
+        shipped = [
+            (replace(s, path=Path(os.path.abspath(s.path))) if s.path is not None else s, k)
+            for s, k in work
+        ]
+        size_of = {id(job[0]): size for job, size in zip(shipped, sizes, strict=True)}
 
         def done(batch: list[tuple[InputSource, int | None]]) -> None:
             if progress is not None:
                 progress.advance(len(batch), sum(size_of[id(s)] for s, _ in batch))
 
-        warm_up()
-        load_catalog()
-        yield from map(_result, dask_map(scheduler, _read_one, work, done))
+        yield from map(_result, dask_map(scheduler, _read_one, shipped, done))
         return
     workers = min(jobs or os.cpu_count() or 1, len(work))
     if workers <= 1 or sum(sizes) < _POOL_MIN_BYTES:

@@ -146,3 +146,25 @@ def test_a_scheduler_that_is_no_address_is_a_usage_error(
     code = main(["analyze", "somewhere", "--scheduler", "http://example"])
     assert code == 2
     assert "expected tcp://HOST:PORT or local:N" in capsys.readouterr().err
+
+
+def test_files_named_by_relative_paths_reach_the_workers_as_absolute_paths(
+    incident: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from logsleuth.parse import cluster, dispatch
+    from logsleuth.parse.discover import discover
+
+    local, _ = incident
+    monkeypatch.chdir(local.parent)
+    sources, _ = discover([local.name])
+    assert sources and not any(s.path is not None and s.path.is_absolute() for s in sources)
+    shipped: list[Path] = []
+
+    def fake_map(spec, fn, items, done=None):  # type: ignore[no-untyped-def]
+        shipped.extend(source.path for source, _ in items)
+        return map(fn, items)
+
+    monkeypatch.setattr(cluster, "dask_map", fake_map)
+    results = list(dispatch.read_inputs(sources, scheduler="tcp://127.0.0.1:1"))
+    assert len(results) == len(sources)
+    assert shipped and all(p.is_absolute() and p.exists() for p in shipped)
