@@ -199,9 +199,20 @@ class CommTopology:
     ambiguous: bool = False
     """Some rank number was claimed by several processes: communicators that the logs do not
     tell apart were merged, so rank-level checks would compare unrelated ranks."""
-    graph: nx.MultiDiGraph = field(default_factory=nx.MultiDiGraph)
+    _graph: nx.MultiDiGraph | None = None
     _by_channel: dict[int, list[Conn]] | None = None
     _by_stream: dict[tuple[str | None, int | None], list[RankInfo]] | None = None
+
+    @property
+    def graph(self) -> nx.MultiDiGraph:
+        """The communicator as a networkx graph: ranks, one edge per connection line.
+
+        Built on first use: no view or rule needs it, and at 4,096 ranks its half a million
+        edges cost more memory than the connections themselves.
+        """
+        if self._graph is None:
+            self._graph = _build_graph(self)
+        return self._graph
 
     def hosts(self) -> dict[str, list[int]]:
         """Return host label -> ranks on it."""
@@ -527,7 +538,6 @@ def _build(index: EvidenceIndex) -> tuple[CommTopology, ...]:
     for topo in result:
         _fill_from_lines(topo, index)
         _label_hosts(topo.ranks.values())
-        _build_graph(topo)
     return tuple(result)
 
 
@@ -568,7 +578,7 @@ def _fill_from_lines(topo: CommTopology, index: EvidenceIndex) -> None:
                 info.nvml_dev = int(value)
 
 
-def _build_graph(topo: CommTopology) -> None:
+def _build_graph(topo: CommTopology) -> nx.MultiDiGraph:
     graph = nx.MultiDiGraph(key=topo.key)
     for rank, info in sorted(topo.ranks.items()):
         graph.add_node(rank, host=info.host, pid=info.pid, bus_id=info.bus_id)
@@ -583,7 +593,7 @@ def _build_graph(topo: CommTopology) -> None:
             phase=conn.phase,
             reporter=conn.reporter,
         )
-    topo.graph = graph
+    return graph
 
 
 # ---- views
