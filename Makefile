@@ -20,7 +20,7 @@ $(VENV)/.installed-runtime: pyproject.toml | $(BIN)/python
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	-@$(BIN)/python -m pip uninstall -q -y logsleuth 2>/dev/null
 	$(BIN)/python -m pip install -q $(TORCH)
-	$(BIN)/python -m pip install -q -e '.[test,live]'
+	$(BIN)/python -m pip install -q -e '.[test,live,cluster]'
 	touch $@ $(VENV)/.installed-runtime
 
 venv: $(VENV)/.installed-runtime

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import gc
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -14,7 +16,7 @@ from logsleuth.errors import InputError
 from logsleuth.model.base import Event, InputSummary
 from logsleuth.model.diagnosis import Diagnosis
 from logsleuth.parse.discover import Problem, discover
-from logsleuth.parse.dispatch import InputReadError, read_inputs
+from logsleuth.parse.dispatch import InputReadError, ReadProgress, read_inputs
 
 
 class NoAnalysableInput(InputError):
@@ -35,16 +37,59 @@ class Analysis:
     """The files that were read (not standard input), so that no output overwrites one."""
 
 
-def analyze(paths: Sequence[str], stdin: BinaryIO | None = None) -> Analysis:
-    """Analyse the given paths (files, directories, ``.gz``, ``-``).
+def analyze(
+    paths: Sequence[str],
+    stdin: BinaryIO | None = None,
+    *,
+    scheduler: str | None = None,
+    progress: ReadProgress | None = None,
+) -> Analysis:
+    """Analyse the given paths (files, directories, ``.gz``, ``-``, fsspec URLs).
 
     Each input is read in isolation: one that cannot be read, or only in part, becomes a
     problem (and a data gap) and the others are still analysed.
 
+    Args:
+        paths: What to read; URLs (``s3://bucket/job/``) need the ``[cluster]`` extra.
+        stdin: Where ``-`` reads from.
+        scheduler: ``local:N`` or ``tcp://HOST:PORT``: read the inputs on a Dask cluster
+            (the diagnosis is the same as a local run's).
+        progress: Told how far reading got (a progress bar).
+
     Raises:
+        UsageError: ``scheduler`` cannot be used (Dask missing, scheduler unreachable).
         NoAnalysableInput: no input could be analysed at all; the message names the path(s)
             and why.
     """
+    with _few_collections():
+        return _analyze(paths, stdin, scheduler, progress)
+
+
+@contextlib.contextmanager
+def _few_collections() -> Iterator[None]:
+    """Collect garbage rarely while a run builds its millions of long-lived events.
+
+    With the default threshold a collection runs every 700 allocations, and the older
+    generations, rescanned as they grow, fill with events that live until the diagnosis is
+    made. Worker processes forked meanwhile inherit the setting.
+    """
+    before = gc.get_threshold()
+    gc.set_threshold(max(before[0], _GEN0_THRESHOLD), *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
+_GEN0_THRESHOLD = 100_000
+
+
+def _analyze(
+    paths: Sequence[str],
+    stdin: BinaryIO | None,
+    scheduler: str | None,
+    progress: ReadProgress | None,
+) -> Analysis:
     sources, problems = discover(paths, stdin=stdin)
     events: list[Event] = []
     summaries: list[InputSummary] = []
@@ -52,7 +97,7 @@ def analyze(paths: Sequence[str], stdin: BinaryIO | None = None) -> Analysis:
     silent: list[Problem] = []
     # The index keeps the last KEEP_OPS collectives per process and communicator, so the
     # parser may skip building events for the COLL lines in between.
-    results = read_inputs(sources, keep_ops=KEEP_OPS)
+    results = read_inputs(sources, keep_ops=KEEP_OPS, scheduler=scheduler, progress=progress)
     for source, result in zip(sources, results, strict=True):
         if isinstance(result, InputError):
             exc = result

@@ -8,9 +8,9 @@ import os
 import re
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from logsleuth import __version__
 from logsleuth.errors import (
@@ -67,6 +67,7 @@ _EPILOGS = {
   logsleuth analyze bundle.tar.gz node2.zip                bundles as attached to a ticket
   kubectl logs job/train --prefix | logsleuth analyze -
   logsleuth analyze run/ --json - | jq .verdict
+  logsleuth analyze s3://bucket/job-1234/ --scheduler tcp://sched:8786   read on a Dask cluster
 
 exit status: 0 healthy, 1 a failure diagnosed (or inconclusive), 2 bad usage or no
 analysable input, 3 internal error.""",
@@ -159,7 +160,10 @@ FORCE_COLOR, width follows COLUMNS. 'logsleuth COMMAND --help' shows more.""",
         "(files, directories, .gz, bundle archives, or - for stdin) and print the root cause.",
     )
     analyze.add_argument(
-        "paths", nargs="+", metavar="PATH", help="file, directory, .gz, .tar.gz/.zip or -"
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="file, directory, .gz, .tar.gz/.zip, - or an s3://, gs://, https:// URL",
     )
     analyze.add_argument("--html", metavar="FILE", help="write the self-contained HTML report here")
     analyze.add_argument(
@@ -175,7 +179,18 @@ FORCE_COLOR, width follows COLUMNS. 'logsleuth COMMAND --help' shows more.""",
     analyze.add_argument(
         "--brief", dest="format", action="store_const", const="brief", help="--format brief"
     )
-    analyze.add_argument("--quiet", action="store_true", help="print only the one-line verdict")
+    analyze.add_argument(
+        "--quiet",
+        action="store_true",
+        help="print only the one-line verdict (and no progress bar)",
+    )
+    analyze.add_argument(
+        "--scheduler",
+        metavar="ADDR",
+        help="read the inputs on a Dask cluster: tcp://HOST:PORT, or local:N for N local "
+        "worker processes; URL PATHs are then read by the workers themselves (needs the "
+        "[cluster] extra, as URL PATHs do)",
+    )
 
     explain = _subparser(
         sub,
@@ -461,6 +476,62 @@ def _terminal_text(
     return render_text(diagnosis, width=width, color=color)
 
 
+class _RichProgress:
+    """A progress bar on standard error for reading the inputs: files, bytes, ETA."""
+
+    def __init__(self, bar: Any) -> None:
+        self.bar = bar
+        self.task: Any = None
+
+    def start(self, files: int, total_bytes: int) -> None:
+        """Show the bar once reading begins (only for more than a handful of inputs)."""
+        if files < _PROGRESS_MIN_FILES and total_bytes < _PROGRESS_MIN_BYTES:
+            return
+        self.bar.start()
+        self.task = self.bar.add_task("reading", total=total_bytes or None, files=0, of=files)
+
+    def advance(self, files: int, nbytes: int) -> None:
+        """Count ``files`` more inputs and ``nbytes`` more bytes as read."""
+        if self.task is not None:
+            done = self.bar.tasks[0].fields["files"] + files
+            self.bar.update(self.task, advance=nbytes, files=done)
+
+
+_PROGRESS_MIN_FILES = 64
+_PROGRESS_MIN_BYTES = 32 << 20
+"""Below both, reading is quick: no bar."""
+
+
+@contextlib.contextmanager
+def _progress_bar(enabled: bool) -> Iterator[_RichProgress | None]:
+    """Yield a progress reporter when ``enabled`` and standard error is a terminal."""
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[files]:,}/{task.fields[of]:,} files"),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        console=Console(file=sys.stderr),
+        transient=True,
+    )
+    try:
+        yield _RichProgress(bar)
+    finally:
+        bar.stop()
+
+
 def _run_analyze(args: argparse.Namespace) -> int:
     from logsleuth.api import analyze
     from logsleuth.report.html import render_html
@@ -469,7 +540,12 @@ def _run_analyze(args: argparse.Namespace) -> int:
     for target in (args.json, args.html):
         if target and target != "-" and target in args.paths:
             raise UsageError(f"{_shown(target)}: is one of the inputs; refusing to overwrite it")
-    result = analyze(args.paths)
+    if args.scheduler is not None:
+        from logsleuth.parse.cluster import check_scheduler
+
+        check_scheduler(args.scheduler)
+    with _progress_bar(enabled=not args.quiet) as progress:
+        result = analyze(args.paths, scheduler=args.scheduler, progress=progress)
     _refuse_inputs((args.json, args.html), result.files)
     _warn_problems(result.problems, args.debug)
     diagnosis = result.diagnosis

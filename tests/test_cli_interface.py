@@ -40,7 +40,7 @@ def test_global_debug_reaches_the_error_handler(
     """``logsleuth --debug analyze`` (the form --help shows) prints the traceback of a bug."""
     import logsleuth.api
 
-    def broken(paths: object, stdin: object = None) -> object:
+    def broken(paths: object, stdin: object = None, **options: object) -> object:
         raise RuntimeError("boom")
 
     monkeypatch.setattr(logsleuth.api, "analyze", broken)

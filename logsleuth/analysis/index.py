@@ -166,6 +166,10 @@ class EvidenceIndex:
     """Facts derived from the whole index once and shared by the rules (the wait-for graph)."""
     _by_rank: dict[int, Proc] | None = field(default=None, repr=False, compare=False)
     _by_rank_size: int = field(default=0, repr=False, compare=False)
+    _by_pid: dict[int, list[tuple[str | None, int]]] | None = field(
+        default=None, repr=False, compare=False
+    )
+    _by_pid_size: int = field(default=0, repr=False, compare=False)
 
     @property
     def warns(self) -> list[NcclWarn]:
@@ -225,13 +229,18 @@ class EvidenceIndex:
             return found.rank
         if pid is None:
             return None
-        matches = {p.rank for (h, q), p in self.procs.items() if q == pid and p.rank is not None}
+        # pid -> (host, rank) once, not a scan of every process per call (16k ranks).
+        if self._by_pid is None or self._by_pid_size != len(self.procs):
+            by_pid: dict[int, list[tuple[str | None, int]]] = defaultdict(list)
+            for (h, q), p in self.procs.items():
+                if q is not None and p.rank is not None:
+                    by_pid[q].append((h, p.rank))
+            self._by_pid, self._by_pid_size = dict(by_pid), len(self.procs)
+        candidates = self._by_pid.get(pid, ())
         if host is not None:
-            matches = {
-                p.rank
-                for (h, q), p in self.procs.items()
-                if q == pid and p.rank is not None and (h is None or h == host)
-            }
+            matches = {rank for h, rank in candidates if h is None or h == host}
+        else:
+            matches = {rank for _, rank in candidates}
         return matches.pop() if len(matches) == 1 else None
 
     def proc_of_rank(self, rank: int) -> Proc | None:
@@ -268,6 +277,40 @@ def comm_key(event: NcclCommInit) -> str:
     if event.parent is not None:
         return f"split:{event.parent}:{event.color}:{event.nranks}"
     return f"nranks={event.nranks}"
+
+
+def communicator_keys(inits: Sequence[NcclCommInit]) -> list[str]:
+    """Return the communicator key of each Init line (parallel to ``inits``).
+
+    The key is :func:`comm_key`, except where split children of one parent print one
+    commId (NCCL before 2.23 and the synthetic generator do): then each split color, or
+    each size of a communicator whose processes all belong to another one (their parent),
+    is a communicator of its own. The index, the topology and the report all key
+    communicators by this one function, so their counts agree. Linear in ``inits``.
+    """
+    bases = [comm_key(init) for init in inits]
+    colors: dict[str, set[int | None]] = defaultdict(set)
+    sizes: dict[str, set[int]] = defaultdict(set)
+    streams_of: dict[str, set[Stream]] = defaultdict(set)
+    for init, base in zip(inits, bases, strict=True):
+        if init.color is not None:
+            colors[base].add(init.color)
+        sizes[base].add(init.nranks)
+        streams_of[base].add((init.origin.host, init.origin.pid))
+    in_comms: dict[Stream, int] = defaultdict(int)
+    for streams in streams_of.values():
+        for stream in streams:
+            in_comms[stream] += 1
+    nested = {b: all(in_comms[s] > 1 for s in streams) for b, streams in streams_of.items()}
+    keys: list[str] = []
+    for init, base in zip(inits, bases, strict=True):
+        if len(colors.get(base, ())) > 1:
+            keys.append(f"{base} color {init.color} nranks {init.nranks}")
+        elif len(sizes[base]) > 1 and nested[base]:
+            keys.append(f"{base} nranks {init.nranks}")
+        else:
+            keys.append(base)
+    return keys
 
 
 def _set_rank(proc: Proc, rank: int, source: str, strength: int) -> None:
@@ -312,12 +355,6 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
                 proc.local_rank = origin.local_rank
         if isinstance(event, NcclCommInit):
             inits.append(event)
-            key = comm_key(event)
-            comm_of[(origin.host, origin.pid, event.comm)] = key
-            state = index.comms.setdefault(key, CommState(key=key))
-            state.nranks = event.nranks
-            state.members[stream] = event.rank
-            (state.started if event.phase == "START" else state.completed)[event.rank] = event
             if event.bus_id:
                 index.proc(stream).bus_ids.add(event.bus_id)
             if event.cuda_dev is not None:
@@ -344,6 +381,17 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
         elif type(event).__module__.endswith("model.torch") and not isinstance(event, ChildFailure):
             index.torch.append(event)
 
+    # Communicators, keyed as every view keys them (split children sharing a printed id apart).
+    key_of_init: dict[int, str] = {}
+    for init, key in zip(inits, communicator_keys(inits), strict=True):
+        key_of_init[id(init)] = key
+        origin = init.origin
+        stream = (origin.host, origin.pid)
+        comm_of[(origin.host, origin.pid, init.comm)] = key
+        state = index.comms.setdefault(key, CommState(key=key))
+        state.nranks = init.nranks
+        state.members[stream] = init.rank
+        (state.started if init.phase == "START" else state.completed)[init.rank] = init
     # The world communicator is the largest; a process's rank in it is its global rank.
     if index.comms:
         world = max(index.comms.values(), key=lambda c: (c.nranks or 0, len(c.members), c.key))
@@ -399,23 +447,31 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
     # A bare version line (no prefix: printed to stdout by rank 0 before 2.22) belongs to the
     # only host of its file, else to the process whose NCCL line follows it.
     bare = [e for e in index.all_of(NcclVersion) if e.origin.host is None and e.origin.pid is None]
-    for version in bare:
-        in_file = [p for p in index.procs.values() if version.ref.source in p.sources and p.host]
-        hosts_in_file = {p.host for p in in_file}
-        if len(hosts_in_file) == 1:
-            for proc in in_file:
+    if bare:
+        # Source -> its processes, and its events in line order, once (not per version line).
+        procs_of: dict[str, list[Proc]] = defaultdict(list)
+        for proc in index.procs.values():
+            if proc.host:
+                for source in proc.sources:
+                    procs_of[source].append(proc)
+        wanted = {v.ref.source for v in bare}
+        hosted: dict[str, list[Event]] = defaultdict(list)
+        for e in events:
+            if e.ref.source in wanted and e.origin.host:
+                hosted[e.ref.source].append(e)
+        for version in bare:
+            in_file = procs_of.get(version.ref.source, [])
+            if len({p.host for p in in_file}) == 1:
+                for proc in in_file:
+                    proc.nccl_version = proc.nccl_version or version.version
+                continue
+            following = [
+                e for e in hosted.get(version.ref.source, ()) if e.ref.line > version.ref.line
+            ]
+            if following:
+                first = min(following, key=lambda e: e.ref.line)
+                proc = index.proc((first.origin.host, first.origin.pid))
                 proc.nccl_version = proc.nccl_version or version.version
-            continue
-        following = [
-            e
-            for e in events
-            if e.ref.source == version.ref.source
-            and e.ref.line > version.ref.line
-            and e.origin.host
-        ]
-        if following:
-            proc = index.proc((following[0].origin.host, following[0].origin.pid))
-            proc.nccl_version = proc.nccl_version or version.version
     # A version line printed once per host (rank 0 only, before 2.22) covers its host.
     by_host: dict[str | None, set[str]] = defaultdict(set)
     for proc in index.procs.values():
@@ -428,9 +484,13 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
     # Pass 2: collectives and connections per communicator. Channel lines belong to the
     # communicator whose init the process is in (the last Init START it logged).
     current: dict[Stream, str] = {}
+    keys_of: dict[Stream, set[str]] = defaultdict(set)
+    """stream -> its communicators (``comm_of`` by process), kept in step with ``comm_of``."""
+    for (host, pid, _), k in comm_of.items():
+        keys_of[(host, pid)].add(k)
     for event in events:
         if isinstance(event, NcclCommInit) and event.phase == "START":
-            current[(event.origin.host, event.origin.pid)] = comm_key(event)
+            current[(event.origin.host, event.origin.pid)] = key_of_init[id(event)]
         elif isinstance(event, NcclCollective):
             origin = event.origin
             stream = (origin.host, origin.pid)
@@ -441,6 +501,7 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
                     f"nranks={event.nranks}" if event.nranks is not None else f"comm {event.comm}"
                 )
                 comm_of[(origin.host, origin.pid, event.comm)] = found
+                keys_of[stream].add(found)
             key = found
             state = index.comms.setdefault(key, CommState(key=key, nranks=event.nranks))
             state.members.setdefault(stream, None)
@@ -466,8 +527,8 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
             stream = (event.origin.host, event.origin.pid)
             known = current.get(stream)
             if known is None:
-                keys = {k for (h, p, _), k in comm_of.items() if (h, p) == stream}
-                known = keys.pop() if len(keys) == 1 else None
+                keys = keys_of.get(stream, set())
+                known = next(iter(keys)) if len(keys) == 1 else None
             if known is not None:
                 state = index.comms[known]
                 if isinstance(event, NcclChannelConnect):

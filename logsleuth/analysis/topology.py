@@ -15,10 +15,11 @@ from bisect import bisect_left
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import networkx as nx
 
-from logsleuth.analysis.index import EvidenceIndex, Proc, comm_key
+from logsleuth.analysis.index import EvidenceIndex, Proc, communicator_keys
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.nccl import (
@@ -71,6 +72,7 @@ class Transport:
     mode: str | None = None
 
 
+@lru_cache(maxsize=4096)
 def decode_transport(via: str) -> Transport:
     """Decode the transport text after ``via`` of a connection line (spec 2.8)."""
     text = via.strip()
@@ -95,6 +97,7 @@ def decode_transport(via: str) -> Transport:
     return Transport("other", mode=text)
 
 
+@lru_cache(maxsize=65536)
 def decode_device(value: str | None, version: str | None = None) -> tuple[str, str] | None:
     """Say what the ``[x]`` device field of a connection line is: (``busId``|``nvmlDev``, value).
 
@@ -196,9 +199,20 @@ class CommTopology:
     ambiguous: bool = False
     """Some rank number was claimed by several processes: communicators that the logs do not
     tell apart were merged, so rank-level checks would compare unrelated ranks."""
-    graph: nx.MultiDiGraph = field(default_factory=nx.MultiDiGraph)
+    _graph: nx.MultiDiGraph | None = None
     _by_channel: dict[int, list[Conn]] | None = None
     _by_stream: dict[tuple[str | None, int | None], list[RankInfo]] | None = None
+
+    @property
+    def graph(self) -> nx.MultiDiGraph:
+        """The communicator as a networkx graph: ranks, one edge per connection line.
+
+        Built on first use: no view or rule needs it, and at 4,096 ranks its half a million
+        edges cost more memory than the connections themselves.
+        """
+        if self._graph is None:
+            self._graph = _build_graph(self)
+        return self._graph
 
     def hosts(self) -> dict[str, list[int]]:
         """Return host label -> ranks on it."""
@@ -290,32 +304,9 @@ class _Attributor:
             list
         )
         self.comms_of: dict[tuple[str | None, int | None], set[str]] = defaultdict(set)
-        found: list[tuple[NcclCommInit, str]] = []
-        colors: dict[str, set[int]] = defaultdict(set)
-        for init in index.all_of(NcclCommInit):
-            # The index keeps one Init line per rank and key; every line counts here.
-            key = comm_key(init)
-            found.append((init, key))
-            if init.color is not None:
-                colors[key].add(init.color)
-        sizes: dict[str, set[int]] = defaultdict(set)
-        streams_of: dict[str, set[tuple[str | None, int | None]]] = defaultdict(set)
-        for init, base in found:
-            sizes[base].add(init.nranks)
-            streams_of[base].add((init.origin.host, init.origin.pid))
-        in_comms: dict[tuple[str | None, int | None], set[str]] = defaultdict(set)
-        for base, streams in streams_of.items():
-            for stream in streams:
-                in_comms[stream].add(base)
-        for init, base in found:
-            # Split children of one parent may print one commId (the synthetic generator
-            # and NCCL before 2.23 do): each color, or each size of a communicator whose
-            # processes all belong to another one (their parent), is a communicator of its own.
-            key = base
-            if len(colors.get(base, ())) > 1:
-                key = f"{base} color {init.color} nranks {init.nranks}"
-            elif len(sizes[base]) > 1 and all(len(in_comms[s]) > 1 for s in streams_of[base]):
-                key = f"{base} nranks {init.nranks}"
+        all_inits = index.all_of(NcclCommInit)
+        # The index keys communicators by the same function: every view agrees on the set.
+        for init, key in zip(all_inits, communicator_keys(all_inits), strict=True):
             self.inits.append((init, key))
             target = starts if init.phase == "START" else completes
             target[_stream_key(init)].append((init.ref.line, key))
@@ -547,7 +538,6 @@ def _build(index: EvidenceIndex) -> tuple[CommTopology, ...]:
     for topo in result:
         _fill_from_lines(topo, index)
         _label_hosts(topo.ranks.values())
-        _build_graph(topo)
     return tuple(result)
 
 
@@ -588,7 +578,7 @@ def _fill_from_lines(topo: CommTopology, index: EvidenceIndex) -> None:
                 info.nvml_dev = int(value)
 
 
-def _build_graph(topo: CommTopology) -> None:
+def _build_graph(topo: CommTopology) -> nx.MultiDiGraph:
     graph = nx.MultiDiGraph(key=topo.key)
     for rank, info in sorted(topo.ranks.items()):
         graph.add_node(rank, host=info.host, pid=info.pid, bus_id=info.bus_id)
@@ -603,7 +593,7 @@ def _build_graph(topo: CommTopology) -> None:
             phase=conn.phase,
             reporter=conn.reporter,
         )
-    topo.graph = graph
+    return graph
 
 
 # ---- views

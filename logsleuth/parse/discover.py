@@ -34,6 +34,7 @@ from typing import BinaryIO
 
 from logsleuth.parse import budgets
 from logsleuth.parse.archive import ArchiveError, is_archive, read_archive
+from logsleuth.parse.remote import RemoteError, common_root, is_url, list_url, open_url
 
 _SKIP_NAMES = frozenset({"diagnosis.json", "report.html", "truth.json", "teardown.log"})
 """Outputs of an earlier run inside a bundle directory, what a job printed after live ended
@@ -45,6 +46,10 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
+_URL_GZIP: dict[str, bool] = {}
+"""Whether an object read by URL is gzip data, from the first bytes an open read."""
+
+
 @dataclass(frozen=True, slots=True)
 class InputSource:
     """One input to read: a file path, or bytes in memory when ``path`` is None."""
@@ -54,9 +59,21 @@ class InputSource:
     path: Path | None
     data: bytes | None = None
     """The bytes of an input held in memory (tests, small generated inputs)."""
+    url: str | None = None
+    """An object read through fsspec (``s3://...``); ``path`` and ``data`` are then None."""
+    size: int | None = None
+    """The size in bytes when the listing gave it (URLs), for progress and scheduling."""
 
     def open(self) -> BinaryIO:
         """Open the input for binary reading, transparently decompressing gzip."""
+        if self.url is not None:
+            handle = open_url(self.url)
+            head = handle.read(2)
+            handle.seek(0)
+            _URL_GZIP[self.url] = head == _GZIP_MAGIC
+            if head == _GZIP_MAGIC:
+                return gzip.GzipFile(fileobj=handle, mode="rb")  # type: ignore[return-value]
+            return handle
         if self.data is not None:
             buffer = io.BytesIO(self.data)
             if self.data[:2] == _GZIP_MAGIC:
@@ -74,6 +91,14 @@ class InputSource:
         """Return True when the input is gzip data (read decompressed)."""
         if self.data is not None:
             return self.data[:2] == _GZIP_MAGIC
+        if self.url is not None:
+            if self.url in _URL_GZIP:  # known from an earlier open: no second request
+                return _URL_GZIP[self.url]
+            try:
+                with open_url(self.url) as probe:
+                    return probe.read(2) == _GZIP_MAGIC
+            except OSError:
+                return False
         assert self.path is not None
         try:
             with self.path.open("rb") as probe:
@@ -255,7 +280,8 @@ def discover(
     problems: list[Problem] = []
     walk = _Walk(problems)
     streams: dict[str, Path] = {}
-    for arg in sorted(set(args)):
+    urls = sorted({a for a in args if is_url(a)})
+    for arg in sorted(set(args) - set(urls)):
         if arg == "-":
             stream = stdin if stdin is not None else sys.stdin.buffer
             streams["<stdin>"] = _spool(stream)
@@ -307,9 +333,32 @@ def discover(
         sources.append((shown, real, InputSource(name=shown, path=Path(path))))
     for label, spooled in streams.items():
         sources.append((label, label, InputSource(name=label, path=spooled)))
+    sources.extend(_url_sources(urls, problems))
     sources.sort(key=lambda item: (item[0], item[1]))
     problems.sort(key=lambda p: (p.name, p.reason))
     return [s for _, _, s in sources], problems
+
+
+def _url_sources(
+    urls: Sequence[str], problems: list[Problem]
+) -> list[tuple[str, str, InputSource]]:
+    """List URL inputs (fsspec); names relative to the common root of the URLs given."""
+    listed: list[tuple[str, list[tuple[str, str, int]]]] = []
+    for url in urls:
+        try:
+            listed.append(list_url(url, _member_skipped))
+        except RemoteError as exc:
+            problems.append(Problem(display_name(url), str(exc)))
+    base = common_root([root for root, _ in listed])
+    found: dict[str, tuple[str, str, InputSource]] = {}
+    for root, objects in listed:
+        for full, rel, size in objects:
+            where = f"{root}/{rel}"
+            name = where[len(base) + 1 :] if base and where.startswith(base + "/") else where
+            shown = display_name(name)
+            source = InputSource(name=shown, path=None, url=full, size=size)
+            found.setdefault(full, (shown, full, source))
+    return list(found.values())
 
 
 def _member_skipped(name: str) -> bool:
@@ -364,5 +413,9 @@ def looks_binary(head: bytes) -> bool:
     if len(sample) * 4 < len(head):
         return True
     text = sample.decode("utf-8", errors="replace")
-    bad = sum(1 for ch in text if ch == "\ufffd" or (ord(ch) < 32 and ch not in "\t\n\r\x1b\x0c"))
+    bad = len(_NOT_TEXT.findall(text))
     return bad * 10 > len(text)
+
+
+_NOT_TEXT = re.compile("[\ufffd\x00-\x08\x0b\x0e-\x1a\x1c-\x1f]")
+"""Undecodable bytes and control characters other than tab, newlines, ESC and form feed."""

@@ -22,13 +22,14 @@ from collections.abc import Generator, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextvars import ContextVar
 from dataclasses import dataclass, fields, replace
-from typing import Any, BinaryIO
+from pathlib import Path
+from typing import Any, BinaryIO, Protocol
 
 from logsleuth.errors import InputError
 from logsleuth.model.base import Event, InputSummary, Origin, SourceRef
 from logsleuth.model.bundle import BundleManifest, RankEntry
 from logsleuth.model.messages import SectionHeader
-from logsleuth.parse import budgets
+from logsleuth.parse import budgets, pickling
 from logsleuth.parse.base import Line, Reader, Sink
 from logsleuth.parse.catalog import load_catalog
 from logsleuth.parse.clean import (
@@ -51,9 +52,14 @@ from logsleuth.parse.messages import MessageReader
 from logsleuth.parse.nccl import NcclReader, warm_up
 from logsleuth.parse.pyspy_json import looks_like_pyspy_json, parse_pyspy_json
 from logsleuth.parse.ras import looks_like_ras_json, parse_ras_json
+from logsleuth.parse.remote import open_url
 from logsleuth.parse.stacks import StackReader
 from logsleuth.parse.summary import SummaryReader
 from logsleuth.parse.torchlog import TorchReader
+
+# Results travel from worker processes to the parent: the events' pickled state is built
+# without a dataclasses.fields() call per object (see pickling.py).
+pickling.install()
 
 _SAMPLE_LINES = 200
 _KIND_OF_READER = {
@@ -127,6 +133,8 @@ def _note(text: str) -> None:
 
 
 def _raw(source: InputSource) -> BinaryIO:
+    if source.url is not None:
+        return open_url(source.url)
     if source.data is not None:
         return io.BytesIO(source.data)
     assert source.path is not None
@@ -790,6 +798,8 @@ def _result(outcome: InputResult | _Failure) -> InputResult | InputError:
 
 
 def _input_bytes(source: InputSource) -> int:
+    if source.size is not None:
+        return source.size
     if source.data is not None:
         return len(source.data)
     try:
@@ -798,13 +808,30 @@ def _input_bytes(source: InputSource) -> int:
         return 0
 
 
-def read_inputs(
-    sources: Sequence[InputSource], jobs: int | None = None, keep_ops: int | None = None
-) -> Iterator[InputResult | InputError]:
-    """Read ``sources`` in parallel worker processes; yield each result in input order.
+class ReadProgress(Protocol):
+    """Told how far reading got (the command line draws a progress bar from it)."""
 
+    def start(self, files: int, total_bytes: int) -> None:
+        """Reading of ``files`` inputs, ``total_bytes`` in all, begins."""
+
+    def advance(self, files: int, nbytes: int) -> None:
+        """``files`` more inputs, ``nbytes`` bytes, were read."""
+
+
+def read_inputs(
+    sources: Sequence[InputSource],
+    jobs: int | None = None,
+    keep_ops: int | None = None,
+    *,
+    scheduler: str | None = None,
+    progress: ReadProgress | None = None,
+) -> Iterator[InputResult | InputError]:
+    """Read ``sources`` in parallel; yield each result in input order.
+
+    The map (one input -> its result) runs in this process, in a pool of worker processes,
+    or on a Dask cluster (``scheduler``); the results are the same whichever runs it.
     An input that cannot be read yields its :class:`InputError` instead of raising, so
-    one bad file does not stop the others. Results are the same for any ``jobs``.
+    one bad file does not stop the others.
 
     Args:
         sources: The inputs, as :func:`~logsleuth.parse.discover.discover` returned them.
@@ -812,19 +839,56 @@ def read_inputs(
             process.
         keep_ops: Passed to :func:`read_input`: keep only the first and the last
             ``keep_ops`` COLL events per writer and communicator.
+        scheduler: ``local:N`` or ``tcp://HOST:PORT``: run the map on Dask
+            (:mod:`logsleuth.parse.cluster`).
+        progress: Told the totals, then each input's bytes as it is read.
+
+    Raises:
+        UsageError: ``scheduler`` is given and Dask is missing or unreachable.
     """
     work = [(source, keep_ops) for source in sources]
-    workers = min(jobs or os.cpu_count() or 1, len(work))
-    if workers <= 1 or sum(_input_bytes(s) for s in sources) < _POOL_MIN_BYTES:
-        yield from map(_result, map(_read_one, work))
+    sizes = [_input_bytes(s) for s in sources]
+    if progress is not None:
+        progress.start(len(sources), sum(sizes))
+    if scheduler is not None:
+        from logsleuth.parse.cluster import dask_map
+
+        # Workers run elsewhere (another working directory, another machine on a shared
+        # filesystem): a relative path is made absolute here.
+        shipped = [
+            (replace(s, path=Path(os.path.abspath(s.path))) if s.path is not None else s, k)
+            for s, k in work
+        ]
+        size_of = {id(job[0]): size for job, size in zip(shipped, sizes, strict=True)}
+
+        def done(batch: list[tuple[InputSource, int | None]]) -> None:
+            if progress is not None:
+                progress.advance(len(batch), sum(size_of[id(s)] for s, _ in batch))
+
+        yield from map(_result, dask_map(scheduler, _read_one, shipped, done))
         return
-    # fork: workers inherit the grammar and the catalog built once here; results come back
-    # in submission order.
-    warm_up()
-    load_catalog()
-    context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    workers = min(jobs or os.cpu_count() or 1, len(work))
+    if workers <= 1 or sum(sizes) < _POOL_MIN_BYTES:
+        outcomes: Iterator[InputResult | _Failure] = map(_read_one, work)
+    else:
+        # fork: workers inherit the grammar and the catalog built once here; results come
+        # back in submission order.
+        warm_up()
+        load_catalog()
+        context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
         # Many small inputs: batches keep the hand-over cost per file small; few big ones
         # go one by one so that the workers share the load.
         chunksize = max(1, min(64, len(work) // (workers * 16)))
-        yield from map(_result, pool.map(_read_one, work, chunksize=chunksize))
+        outcomes = _pooled(pool, work, chunksize)
+    for outcome, size in zip(outcomes, sizes, strict=True):
+        if progress is not None:
+            progress.advance(1, size)
+        yield _result(outcome)
+
+
+def _pooled(
+    pool: ProcessPoolExecutor, work: list[tuple[InputSource, int | None]], chunksize: int
+) -> Iterator[InputResult | _Failure]:
+    with pool:
+        yield from pool.map(_read_one, work, chunksize=chunksize)

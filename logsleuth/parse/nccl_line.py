@@ -24,7 +24,7 @@ from logsleuth.model.messages import LogMessage
 from logsleuth.model.nccl import NcclUnrecognized, NcclWarn
 from logsleuth.parse.grammar import load_parser, terminal_pattern, terminal_regex
 from logsleuth.parse.messages import typed_message
-from logsleuth.parse.nccl_transform import Parsed, ToEvents, head_of
+from logsleuth.parse.nccl_transform import Message, Parsed, ToEvents, head_of
 
 _STAMP = re.compile(
     r"(?:(\d{4})-(\d\d)-(\d\d)[T ]|([A-Z][a-z]{2}) +(\d\d?) )?(\d\d):(\d\d):(\d\d)(?:[.,](\d+))?"
@@ -40,20 +40,41 @@ def _parser() -> Lark:
     return load_parser("nccl.lark", start=_STARTS, transformer=ToEvents)
 
 
+_BODIES: dict[str, Message | None] = {}
+"""INFO message text -> its parsed message: init lines that every process writes alike
+("Using network IB", "Connected all rings", ...) go through the LALR parser once."""
+_BODIES_MAX = 8192
+
+
 def _parse(text: str) -> Parsed | None:
     """Parse ``text`` by rule ``line``, falling back to rule ``envelope``; None if not NCCL."""
     frequent = _parse_frequent(text)
     if frequent is not None:
         return frequent
+    # After INFO_HEAD the parser state is fixed: the message depends on its own text only
+    # (rule info_line), so a message seen before needs only its head taken apart.
+    head = _terminals()[0].match(text)
+    body = text[head.end() :] if head is not None else ""
+    if head is not None and body in _BODIES:
+        token = Token("INFO_HEAD", head.group(), start_pos=0, end_pos=head.end())
+        return None, head_of(token), _BODIES[body]
     parser = _parser()
     try:
-        return cast(Parsed, parser.parse(text, start="line"))
+        parsed = cast(Parsed, parser.parse(text, start="line"))
     except UnexpectedInput as exc:
         # An error at the first character means there is no NCCL prefix at all.
         if exc.pos_in_stream in (0, None):
             return None
     except LarkError:
         return None
+    else:
+        if head is not None and parsed[0] is None:
+            token = Token("INFO_HEAD", head.group(), start_pos=0, end_pos=head.end())
+            if parsed[1] == head_of(token):
+                if len(_BODIES) >= _BODIES_MAX:
+                    _BODIES.clear()
+                _BODIES[body] = parsed[2]
+        return parsed
     try:
         return cast(Parsed, parser.parse(text, start="envelope"))
     except LarkError:
@@ -77,6 +98,21 @@ def _stamp_seconds(stamp: str) -> float | None:
     return seconds + (float(f"0.{fraction}") if fraction else 0.0)
 
 
+@lru_cache(maxsize=1024)
+def _origin(
+    host: str | None,
+    pid: int | None,
+    tid: int | None,
+    dev: int | None,
+    rank: int | None,
+    local_rank: int | None,
+    time: float | None,
+) -> Origin:
+    """One (immutable) Origin per writer: the lines of a process share it, so it is built,
+    pickled to the parent and unpickled once per file, not once per event."""
+    return Origin(host=host, pid=pid, tid=tid, dev=dev, rank=rank, local_rank=local_rank, time=time)
+
+
 def _build(text: str, parsed: Parsed, ref: SourceRef, raw: str, hint: Origin) -> Event:
     """Make the event of a parsed line; the NCCL prefix names the writer, the hint the rank."""
     stamp, head, message = parsed
@@ -87,15 +123,7 @@ def _build(text: str, parsed: Parsed, ref: SourceRef, raw: str, hint: Origin) ->
         # A bare version line: only the launcher prefix can say who wrote it.
         assert message is not None
         return message.cls(ref=ref, text=raw, origin=replace(hint, time=time), **message.fields)
-    origin = Origin(
-        host=head.host,
-        pid=head.pid,
-        tid=head.tid,
-        dev=head.dev,
-        rank=hint.rank,
-        local_rank=hint.local_rank,
-        time=time,
-    )
+    origin = _origin(head.host, head.pid, head.tid, head.dev, hint.rank, hint.local_rank, time)
     body = text[head.message_at :].strip()
     if head.level in ("WARN", "ABORT") or (message is not None and message.cls is NcclWarn):
         fields: dict[str, Any] = {"family": "other"} if message is None else message.fields

@@ -32,7 +32,8 @@ def _normal(name: str) -> str:
 def test_every_third_party_import_is_a_declared_dependency() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     declared = {_normal(Requirement(r).name) for r in project["dependencies"]}
-    declared |= {_normal(Requirement(r).name) for r in project["optional-dependencies"]["live"]}
+    for extra in ("live", "cluster"):
+        declared |= {_normal(Requirement(r).name) for r in project["optional-dependencies"][extra]}
     owners = packages_distributions()
     missing = {}
     for module in sorted(_imported_top_level_modules()):

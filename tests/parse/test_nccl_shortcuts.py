@@ -31,6 +31,7 @@ from logsleuth.parse.clean import strip_prefixes
 from logsleuth.parse.grammar import terminal_pattern, terminal_regex
 from logsleuth.parse.nccl_line import (
     _maybe_nccl,
+    _parse,
     _parse_frequent,
     _parser,
     head_at,
@@ -320,3 +321,29 @@ def test_a_partial_prefix_reads_every_field_of_a_whole_one(prefix: str) -> None:
     assert fields["tid"] == rest.split(" ", 1)[0]
     if " [" in head:
         assert f"[{fields['dev']}]" in head
+
+
+def _line_or_envelope(text: str) -> Any:
+    parsed = _full(text, "line")
+    return parsed if parsed is not None else _full(text, "envelope")
+
+
+@EXAMPLES
+@given(mangled(), st.sampled_from(["h1:1:2 [0] NCCL INFO ", "other-host:77:78 [5] NCCL INFO "]))
+def test_a_message_parsed_before_gives_what_the_grammar_gives_under_another_head(
+    text: str, head: str
+) -> None:
+    # (d) the message cache: the same INFO message text under a second head answers
+    # exactly what the full parser answers for that line.
+    body = text.split(" NCCL INFO ", 1)[-1]
+    first, second = "x9:3:4 [1] NCCL INFO " + body, head + body
+    assert _parse(first) == _line_or_envelope(first), first
+    assert _parse(second) == _line_or_envelope(second), second
+
+
+def test_the_message_cache_answers_for_real_lines_twice_as_the_grammar_does() -> None:
+    lines = [line for line in real_lines() if " NCCL INFO " in line]
+    assert len(lines) > 100
+    for _ in range(2):
+        for line in lines:
+            assert _parse(line) == _line_or_envelope(line), line

@@ -657,10 +657,11 @@ class RingsNotConnected(Rule):
             if not missing:
                 continue
             done = sum(1 for i in topo.ranks.values() if i.connected is not None)
-            last: list[Event] = []
-            for rank in missing:
-                own = [c.event for c in topo.conns if c.reporter == rank]
-                last.append(own[-1] if own else topo.ranks[rank].inits[-1])
+            # Each reporter's last connection line, in one pass (not a scan per rank).
+            last_conn: dict[int, Event] = {}
+            for conn in topo.conns:
+                last_conn[conn.reporter] = conn.event
+            last = [last_conn.get(rank) or topo.ranks[rank].inits[-1] for rank in missing]
             yield self.finding(
                 severity="warning",
                 title=f"ranks {format_ranks(missing)} of comm {topo.key} never logged Connected all rings ({done} peers did)",
