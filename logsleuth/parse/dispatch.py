@@ -567,6 +567,19 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
     section = Origin()
     """Who the lines under the last section header (``Rank A:``) come from."""
 
+    def behind_labels(line: Line) -> str | None:
+        """Look for a known message (or line prefix shape) behind host or tool labels."""
+        rest, hint = line.text, line.hint
+        for _ in range(4):  # labels nest: "gpu-a01: [2025-02-24 14:09:34 TP12] ..."
+            label = _LABEL.match(rest)
+            if label is None:
+                return None
+            rest, more = strip_prefixes(rest[label.end() :])
+            hint = _merge_hints(hint, more)
+            if messages.feed(Line(line.no, rest, line.raw, hint), sink):
+                return messages.name
+        return None
+
     def feed(number: int, cleaned: str) -> None:
         nonlocal blank, busy, section
         text, hint = strip_prefixes(cleaned, numbering)
@@ -621,6 +634,8 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
                 and messages.feed(replace(line, text=cleaned), sink)
             ):
                 taker = messages.name
+            if taker is None:
+                taker = behind_labels(line)
             if taker is not None:
                 taken_by[taker] += 1
                 return

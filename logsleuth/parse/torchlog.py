@@ -8,6 +8,7 @@ event each.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
@@ -502,12 +503,17 @@ def _catalog_message(event: TorchUnrecognized) -> LogMessage | None:
     return typed_message(event.message, event.ref, event.text, event.origin)
 
 
+_EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)\b: ")
+"""A Python exception line (``torch.distributed.DistBackendError: ...``): a line of its own."""
+
+
 def _wraps_a_line(payload: Payload) -> bool:
     """Return True when an unknown message is itself a line (``[E ...]``, a summary rule)."""
-    message = str(payload.fields.get("message", "")).strip()
+    # Quote markers and backticks a paste left are not the message (as at a line start).
+    message = str(payload.fields.get("message", "")).strip().lstrip("`>~ ")
     if message.startswith("[Rank "):
         return False  # the c10 record's own message tag, not another line
-    if next(line_starts(" " + message), -1) == 1:
+    if next(line_starts(" " + message), -1) == 1 or _EXCEPTION_LINE.match(message):
         return True
     inner = parse_torch_record(message)
     return inner is not None and (inner.payload is None or inner.payload.known)
