@@ -176,7 +176,8 @@ class ToEvents(Transformer[Token, Any]):
         return "active", None
 
     def proxy_op(self, chain: Token | None, op: Token) -> tuple[str, Any]:
-        # "[0-3|1a| Send 1S/0 1S/1]": pool-index | opCount (decimal) | kind, then sub-ops.
+        # "[0-3|1a| Send 1S/0 1S/1]": pool-index | opCount | kind, then sub-ops. The format is
+        # "%ld" (decimal), yet the spec's own example prints "1a": read hex digits as hex.
         pool_index, count, rest = op[1:-1].split("|")
         pool, _, index = pool_index.partition("-")
         kind, *subs = rest.split()
@@ -186,7 +187,8 @@ class ToEvents(Transformer[Token, Any]):
             status = peer_status[-1] if peer_status[-1].isalpha() else None
             peer = peer_status[:-1] if status else peer_status
             steps.append((int(peer), status, int(channel)))
-        record = (int(pool), int(index), int(count), kind, tuple(steps))
+        op_count = int(count) if count.isdigit() else int(count, 16)
+        record = (int(pool), int(index), op_count, kind, tuple(steps))
         return ("peer" if chain is not None else "op"), record
 
     def proxy_bar(self, *_bar: Token) -> tuple[str, Any]:

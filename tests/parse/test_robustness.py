@@ -359,6 +359,13 @@ def test_a_proxy_state_dump_becomes_one_event() -> None:
     assert dump.leaks == ("1-5",)
 
 
+def test_the_spec_example_with_hex_digits_in_the_op_count_is_read() -> None:
+    # The format is "%ld", but the spec's own example prints "1a": such a dump is still read.
+    result = read("ACTIVE OPS\n[0-3|1a| Send 1S/0 1S/1]\n| `-> [0-4|1a| Recv 15R/0 15R/1]\n[X]\n")
+    (dump,) = [e for e in result.events if isinstance(e, NcclProxyDump)]
+    assert [op[2] for op in dump.ops] == [0x1A, 0x1A] and dump.complete
+
+
 def test_a_dump_cut_short_is_marked_incomplete_and_v_alone_is_foreign() -> None:
     result = read("ACTIVE OPS\n[0-3|26| Send 1S/0]\nTraceback (most recent call last):\n")
     (dump,) = [e for e in result.events if isinstance(e, NcclProxyDump)]
