@@ -9,7 +9,8 @@ from logsleuth.api import analyze
 HEALTHY = Path(__file__).resolve().parents[2] / "fixtures" / "synthetic" / "healthy" / "nccl"
 
 
-def _copy(tmp_path: Path, rename: dict[str, str] | None = None, extra: str = "") -> Path:
+def copy_healthy(tmp_path: Path, rename: dict[str, str] | None = None, extra: str = "") -> Path:
+    """Copy the healthy synthetic job's NCCL logs, names changed or one line added after line 3."""
     for source in sorted(HEALTHY.iterdir()):
         text = source.read_text()
         name = source.name
@@ -23,7 +24,7 @@ def _copy(tmp_path: Path, rename: dict[str, str] | None = None, extra: str = "")
 
 
 def test_two_machines_with_one_host_name(tmp_path: Path) -> None:
-    diagnosis = analyze([str(_copy(tmp_path, {"gpu-node002": "gpu-node001"}))]).diagnosis
+    diagnosis = analyze([str(copy_healthy(tmp_path, {"gpu-node002": "gpu-node001"}))]).diagnosis
     found = [f for f in diagnosis.findings if f.code == "LS705"]
     assert [(f.kind, f.severity, f.hosts) for f in found] == [
         ("config-mismatch", "error", ("gpu-node001",))
@@ -32,14 +33,14 @@ def test_two_machines_with_one_host_name(tmp_path: Path) -> None:
 
 
 def test_distinct_host_names_are_no_collision(tmp_path: Path) -> None:
-    diagnosis = analyze([str(_copy(tmp_path))]).diagnosis
+    diagnosis = analyze([str(copy_healthy(tmp_path))]).diagnosis
     assert diagnosis.verdict.kind == "healthy"
     assert diagnosis.findings == ()
 
 
 def test_a_forced_topology_file_is_reported(tmp_path: Path) -> None:
     line = "gpu-node001:56683:56683 [0] NCCL INFO NCCL_TOPO_FILE set by environment to /opt/microsoft/ndv4-topo.xml"
-    diagnosis = analyze([str(_copy(tmp_path, extra=line))]).diagnosis
+    diagnosis = analyze([str(copy_healthy(tmp_path, extra=line))]).diagnosis
     assert diagnosis.verdict.kind == "healthy"
     assert [(f.code, f.severity, f.hosts) for f in diagnosis.findings] == [
         ("LS704", "warning", ("gpu-node001",))

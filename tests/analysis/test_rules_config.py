@@ -10,6 +10,12 @@ from logsleuth.model.diagnosis import Finding
 
 def _job(tmp_path: Path, env_by_host: dict[str, dict[str, str]]) -> list[Finding]:
     """Write two ranks per host, each logging its ENV lines at init; analyse them."""
+    paths = write_job(tmp_path, env_by_host)
+    return [f for f in analyze(paths).diagnosis.findings if f.code == "LS403"]
+
+
+def write_job(directory: Path, env_by_host: dict[str, dict[str, str]]) -> list[str]:
+    """Write one log per host, two ranks each logging its ENV lines at init; return the paths."""
     paths = []
     for h, (host, env) in enumerate(sorted(env_by_host.items())):
         lines = []
@@ -23,10 +29,10 @@ def _job(tmp_path: Path, env_by_host: dict[str, dict[str, str]]) -> list[Finding
                 f"cudaDev {local} nvmlDev {local} busId {'18000' if local == 0 else '2a000'} "
                 "commId 0xbeef - Init COMPLETE"
             )
-        path = tmp_path / f"{host}.log"
+        path = directory / f"{host}.log"
         path.write_text("\n".join(lines) + "\n")
         paths.append(str(path))
-    return [f for f in analyze(paths).diagnosis.findings if f.code == "LS403"]
+    return paths
 
 
 BASE = {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_HCA": "mlx5_0,mlx5_1"}

@@ -12,6 +12,12 @@ from logsleuth.model.diagnosis import Diagnosis
 
 
 def _bundle(tmp_path: Path, exit_info: dict[str, object] | None, outcome: str) -> Diagnosis:
+    write_bundle(tmp_path, exit_info, outcome)
+    return analyze([str(tmp_path)]).diagnosis
+
+
+def write_bundle(directory: Path, exit_info: dict[str, object] | None, outcome: str) -> None:
+    """Write a live-mode bundle of a 4-rank job: its manifest (with ``exit_info``) and log."""
     manifest: dict[str, object] = {
         "schema": "logsleuth.bundle/1",
         "command": ["torchrun", "--nproc_per_node", "4", "train.py"],
@@ -24,9 +30,8 @@ def _bundle(tmp_path: Path, exit_info: dict[str, object] | None, outcome: str) -
     }
     if exit_info is not None:
         manifest["exit"] = exit_info
-    (tmp_path / "manifest.json").write_text(json.dumps(manifest, indent=2))
-    (tmp_path / "launcher.log").write_text("[rank0]: step 1\n")
-    return analyze([str(tmp_path)]).diagnosis
+    (directory / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    (directory / "launcher.log").write_text("[rank0]: step 1\n")
 
 
 @pytest.mark.parametrize(

@@ -63,8 +63,6 @@ class TopologyFileForced(Rule):
     code = "LS704"
     name = "config.topology_file"
     kind = "config-mismatch"
-    examples = ("rules/topo-file-forced",)
-    counterexamples = ("synthetic/healthy",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         found: dict[tuple[str, str], list[Event]] = defaultdict(list)
@@ -116,8 +114,6 @@ class HostNameCollision(Rule):
     code = "LS705"
     name = "config.hostname_collision"
     kind = "config-mismatch"
-    examples = ("rules/two-machines-one-hostname",)
-    counterexamples = ("synthetic/healthy",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         addresses: dict[str, set[str]] = defaultdict(set)

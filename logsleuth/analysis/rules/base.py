@@ -43,11 +43,6 @@ class Rule(ABC):
     kind: ClassVar[str]
     fallback: ClassVar[bool] = False
     """A fallback rule runs only when no other rule found an error or a critical finding."""
-    examples: ClassVar[tuple[str, ...]] = ()
-    """Incidents under ``fixtures/`` (a file or a directory) this rule must fire on."""
-    counterexamples: ClassVar[tuple[str, ...]] = ()
-    """Incidents under ``fixtures/`` it must stay quiet on: the near miss it could take for
-    its own case (or a healthy job); ``tests/analysis/test_rule_examples.py`` checks both."""
 
     @abstractmethod
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:

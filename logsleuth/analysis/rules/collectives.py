@@ -57,8 +57,6 @@ class MissingCollective(Rule):
     code = "LS101"
     name = "collective.missing"
     kind = "missing-collective"
-    examples = ("synthetic/missing-collective",)
-    counterexamples = ("synthetic/collective-mismatch",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         for key in sorted(index.comms):
@@ -251,11 +249,6 @@ class CollectiveMismatch(Rule):
     code = "LS102"
     name = "collective.mismatch"
     kind = "collective-mismatch"
-    examples = (
-        "rules/size-mismatch-8-ranks",
-        "real/live/size-mismatch-detail",
-    )
-    counterexamples = ("synthetic/missing-collective",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         for key in sorted(index.comms):
@@ -540,8 +533,6 @@ class CollectiveTimeout(Rule):
     code = "LS103"
     name = "collective.timeout"
     kind = "collective-timeout"
-    examples = ("real/corpus/013-watchdog-numbered-lines-allreduce",)
-    counterexamples = ("real/live/eval-stall",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         timeouts = [e for e in index.torch if isinstance(e, WatchdogTimeout)]
@@ -771,8 +762,6 @@ class TransportSizeCheck(Rule):
     code = "LS108"
     name = "collective.size_check"
     kind = "collective-mismatch"
-    examples = ("real/live/size-mismatch",)
-    counterexamples = ("real/live/order-mismatch",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         hits: list[Event] = []

@@ -47,8 +47,6 @@ class UnwaitedCollective(Rule):
     code = "LS111"
     name = "collective.unwaited"
     kind = "concurrent-use"
-    examples = ("real/diagnose/torchrun_gloo_unwaited_functional_all_reduce.log",)
-    counterexamples = ("real/torch/torchrun_fail_exception_without_record.log",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         hits: list[tuple[TorchUnrecognized | LogMessage, int]] = []
@@ -110,8 +108,6 @@ class ConcurrentCommUse(Rule):
     code = "LS112"
     name = "collective.concurrent_use"
     kind = "concurrent-use"
-    examples = ("rules/threads-race-on-one-comm",)
-    counterexamples = ("rules/size-mismatch-8-ranks",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         for key in sorted(index.comms):

@@ -39,8 +39,6 @@ class NcclVersionMismatch(Rule):
     code = "LS401"
     name = "config.nccl_version"
     kind = "config-mismatch"
-    examples = ("real/corpus/021-nccl-version-mismatch-across-nodes",)
-    counterexamples = ("synthetic/healthy",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         yield from self._differs(
@@ -195,8 +193,6 @@ class NcclEnvMismatch(Rule):
     code = "LS403"
     name = "config.nccl_env"
     kind = "config-mismatch"
-    examples = ("rules/nccl-env-differs-across-hosts",)
-    counterexamples = ("rules/nccl-env-same-on-every-host",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         by_proc: dict[Stream, dict[str, NcclEnv]] = defaultdict(dict)

@@ -69,8 +69,6 @@ class FlightRecorderMismatch(Rule):
     code = "LS106"
     name = "flight.mismatch"
     kind = "collective-mismatch"
-    examples = ("real/live/eval-stall",)
-    counterexamples = ("real/live/order-mismatch",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         dumps = index.all_of(FlightRecorderDump)

@@ -91,8 +91,6 @@ class GlooSizeSender(Rule):
     code = "LS109"
     name = "gloo.size_sender"
     kind = "collective-mismatch"
-    examples = ("real/live/size-mismatch-smaller",)
-    counterexamples = ("real/live/size-mismatch-detail",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         hit = next(((e, m) for e in index.torch if (m := _PREAMBLE.search(message_text(e)))), None)

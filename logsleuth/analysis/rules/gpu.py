@@ -35,8 +35,6 @@ class DuplicateGpu(Rule):
     code = "LS301"
     name = "gpu.duplicate"
     kind = "duplicate-gpu"
-    examples = ("real/nccl/duplicate_gpu_horovod_mpirun.log",)
-    counterexamples = ("rules/two-machines-one-hostname",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         groups: dict[tuple[str | None, str], set[int]] = defaultdict(set)
@@ -147,8 +145,6 @@ class ShmExhausted(Rule):
     code = "LS302"
     name = "resource.shm"
     kind = "resource-exhausted"
-    examples = ("real/nccl/dev_shm_exhausted_ci_pod.log",)
-    counterexamples = ("synthetic/healthy",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         warns = [w for w in index.warns if w.family == "shm"]
@@ -201,8 +197,6 @@ class CudaError(Rule):
     code = "LS303"
     name = "cuda.error"
     kind = "cuda-error"
-    examples = ("real/corpus/215-horovod-nccl242-shm-hostregister-invalid-argument-rank2",)
-    counterexamples = ("synthetic/healthy",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         warns = [w for w in index.warns if w.family == "cuda"]

@@ -41,8 +41,6 @@ class HorovodStall(Rule):
     code = "LS121"
     name = "horovod.stall"
     kind = "missing-collective"
-    examples = ("real/corpus/235-horovod-stalled-ops-ready-rank1-tensor-name-mismatch",)
-    counterexamples = ("real/live/eval-stall",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         messages = [m for m in index.all_of(LogMessage) if m.family == "horovod"]

@@ -37,8 +37,6 @@ class Inconclusive(Rule):
     code = "LS001"
     name = "diagnosis.inconclusive"
     kind = "inconclusive"
-    examples = ("real/torch/torchrun_gloo_timeout_5s.log",)
-    counterexamples = ("synthetic/healthy",)
     fallback = True
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
@@ -89,8 +87,6 @@ class Unproven(Rule):
     code = "LS002"
     name = "diagnosis.unproven"
     kind = "inconclusive"
-    examples = ("rules/two-host-ring",)
-    counterexamples = ("synthetic/healthy",)
     fallback = True
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:

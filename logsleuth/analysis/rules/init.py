@@ -38,8 +38,6 @@ class InitNeverReached(Rule):
     code = "LS110"
     name = "init.never_started"
     kind = "init-stall"
-    examples = ("rules/init-never-16-ranks",)
-    counterexamples = ("synthetic/healthy",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         launched = {e.rank: e for m in index.manifests for e in m.ranks}
@@ -124,8 +122,6 @@ class DuplicateRanks(Rule):
     code = "LS122"
     name = "init.duplicate_ranks"
     kind = "init-stall"
-    examples = ("real/corpus/208-lightning-slurm-duplicate-global-ranks-init-hang",)
-    counterexamples = ("synthetic/healthy",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         claims: dict[int, list[LogMessage]] = {}
@@ -193,8 +189,6 @@ class StoreBarrierWaiting(Rule):
     code = "LS123"
     name = "init.store_barrier"
     kind = "init-stall"
-    examples = ("real/corpus/209-accelerate-store-barrier-worker-count-7-of-8-wandb",)
-    counterexamples = ("synthetic/healthy",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         waiting: dict[int, LogMessage] = {}

@@ -32,8 +32,6 @@ class JobExitStatus(Rule):
     code = "LS207"
     name = "job.exit_status"
     kind = "process-died"
-    examples = ("rules/live-job-exited-1",)
-    counterexamples = ("rules/live-job-ended-by-logsleuth",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         for manifest in index.manifests:

@@ -343,11 +343,6 @@ class KnownCause(_KnowledgeRule):
     code = "LS701"
     name = "knowledge.cause"
     roles = ("cause",)
-    examples = (
-        "real/live/size-mismatch",
-        "real/corpus/201-vllm-llama405b-dev-shm-segment-error-only",
-    )
-    counterexamples = ("synthetic/healthy",)
 
 
 class KnownSymptom(_KnowledgeRule):
@@ -372,8 +367,6 @@ class KnownSymptom(_KnowledgeRule):
     name = "knowledge.symptom"
     roles = ("symptom",)
     fallback = True
-    examples = ("real/live/early-exit",)
-    counterexamples = ("synthetic/healthy",)
 
 
 class NcclInternalError(_KnowledgeRule):
@@ -395,10 +388,6 @@ class NcclInternalError(_KnowledgeRule):
     code = "LS703"
     name = "knowledge.nccl_internal"
     roles = ("internal",)
-    examples = (
-        "real/corpus/219-nccl-tests-218-internal-error-please-report-title-only-inconclusive",
-    )
-    counterexamples = ("synthetic/healthy",)
 
 
 KNOWLEDGE_RULES: Sequence[type[Rule]] = (KnownCause, KnownSymptom, NcclInternalError)

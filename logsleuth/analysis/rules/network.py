@@ -53,8 +53,6 @@ class BootstrapFailure(Rule):
     code = "LS201"
     name = "bootstrap.connect"
     kind = "bootstrap-failure"
-    examples = ("real/nccl/bootstrap_connect_refused.log",)
-    counterexamples = ("synthetic/healthy",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         completed = {
@@ -145,8 +143,6 @@ class IbCompletionError(Rule):
     code = "LS202"
     name = "network.ib_completion"
     kind = "network-error"
-    examples = ("real/nccl/roce_status12_then_flush.log",)
-    counterexamples = ("real/nccl/roce_init_complete.log",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         warns = first_by_time(w for w in index.warns if w.family == "ib-completion")
@@ -242,8 +238,6 @@ class RemoteClosed(Rule):
     code = "LS203"
     name = "network.remote_closed"
     kind = "process-died"
-    examples = ("real/nccl/socket_broken_pipe_abort_2_21.log",)
-    counterexamples = ("synthetic/healthy",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         events: list[Event] = []

@@ -73,8 +73,6 @@ class CrossCommunicatorOrder(Rule):
     code = "LS113"
     name = "collectives.cross_comm_order"
     kind = "collective-mismatch"
-    examples = ("real/corpus/231-two-comms-allreduce-reverse-order-coll-trace",)
-    counterexamples = ("synthetic/healthy", "rules/threads-race-on-one-comm")
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         sequences = _sequences(index)

@@ -102,13 +102,7 @@ class P2PFrontier(Rule):
     code = "LS125"
     name = "p2p.frontier"
     kind = "missing-collective"
-    examples = (
-        "real/live/pipeline-wrong-peer",
-        "real/live/pipeline-drop-send",
-        "real/live/ring-skip-hop",
-    )
     # Stacks in collectives only, and a healthy job.
-    counterexamples = ("real/live/skip-collective", "synthetic/healthy")
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         view = p2p_view(index)

@@ -36,8 +36,6 @@ class ProcessDied(Rule):
     code = "LS204"
     name = "process.died"
     kind = "process-died"
-    examples = ("real/live/early-exit",)
-    counterexamples = ("synthetic/healthy",)
 
     def _left_early(self, index: EvidenceIndex, failures: list[ChildFailure]) -> Finding | None:
         """A rank that finished (exit 0) while the others still needed it.
@@ -287,8 +285,6 @@ class LeftEarly(Rule):
     code = "LS205"
     name = "process.left_early"
     kind = "process-died"
-    examples = ("rules/early-exit-16-ranks",)
-    counterexamples = ("real/live/skip-last-collective",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         for key in sorted(index.comms):

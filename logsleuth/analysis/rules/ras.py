@@ -43,8 +43,6 @@ class RasMissingProcess(Rule):
     code = "LS206"
     name = "ras.missing_process"
     kind = "process-died"
-    examples = ("rules/ras-process-missing",)
-    counterexamples = ("rules/ras-all-ok",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         # In a MISMATCH block RAS lists the minority's ranks, which answered: LS208 reads it.
@@ -146,8 +144,6 @@ class RasOperationMismatch(Rule):
     code = "LS208"
     name = "ras.operation_mismatch"
     kind = "missing-collective"
-    examples = ("real/corpus/232-ncclras-mismatch-30-stragglers-not-listed",)
-    counterexamples = ("rules/ras-process-missing",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         for report in index.all_of(NcclRasReport):

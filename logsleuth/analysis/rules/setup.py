@@ -115,15 +115,6 @@ class SetupNeverFinished(Rule):
     name = "init.setup_unfinished"
     kind = "init-stall"
     fallback = True
-    examples = (
-        "real/corpus/233-nvls-bind-mem-last-line-init-hang-4gpu",
-        "real/corpus/226-pytorch-broadcast-from-helper-threads-seven-comms-rank0-init-hang",
-    )
-    counterexamples = (
-        "rules/two-host-ring",
-        "real/corpus/017-negative-4090-p2p-disabled-runs",
-        "real/live/init-never",
-    )
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         if any(c.completed or c.ops or c.ended for c in index.comms.values()):

@@ -201,8 +201,6 @@ class NonCollectiveStall(Rule):
     code = "LS104"
     name = "stacks.non_collective"
     kind = "non-collective-stall"
-    examples = ("real/stacks/corpus018_pyspy_stale_jit_filebaton_rank0.txt",)
-    counterexamples = ("real/live/size-mismatch",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         procs = proc_stacks(index)
@@ -348,8 +346,6 @@ class InitStall(Rule):
     code = "LS105"
     name = "init.stall"
     kind = "init-stall"
-    examples = ("real/live/init-never",)
-    counterexamples = ("synthetic/healthy",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         for key in sorted(index.comms):
@@ -457,8 +453,6 @@ class CollectiveDivergence(Rule):
     code = "LS107"
     name = "stacks.divergent_collective"
     kind = "missing-collective"
-    examples = ("real/live/order-mismatch",)
-    counterexamples = ("real/live/size-mismatch",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         # Imported here: the point-to-point analysis reads this module's proc_stacks.

@@ -95,11 +95,6 @@ class SocketFallback(Rule):
     code = "LS402"
     name = "transport.socket_fallback"
     kind = "transport-degraded"
-    examples = (
-        "synthetic/socket-fallback",
-        "synthetic/topology-socket-fallback-32",
-    )
-    counterexamples = ("rules/two-host-ring",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         nets: dict[str, set[str]] = defaultdict(set)
@@ -162,8 +157,6 @@ class GdrMissing(Rule):
     code = "LS601"
     name = "transport.gdr_missing"
     kind = "transport-degraded"
-    examples = ("rules/ib-without-gdr",)
-    counterexamples = ("rules/two-host-ring",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         by_host = _by_host(
@@ -214,8 +207,6 @@ class P2pDisabled(Rule):
     code = "LS602"
     name = "transport.p2p_disabled"
     kind = "transport-degraded"
-    examples = ("rules/shm-where-peers-use-p2p",)
-    counterexamples = ("rules/two-host-ring",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         intra: dict[str, Counter[str]] = defaultdict(Counter)
@@ -275,8 +266,6 @@ class FewerChannels(Rule):
     code = "LS603"
     name = "transport.fewer_channels"
     kind = "transport-degraded"
-    examples = ("rules/fewer-channels-than-peers",)
-    counterexamples = ("rules/two-host-ring",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         for topo in _clear(index):
@@ -333,8 +322,6 @@ class SingleHca(Rule):
     code = "LS604"
     name = "transport.single_hca"
     kind = "transport-degraded"
-    examples = ("rules/one-nic-where-peers-use-four",)
-    counterexamples = ("rules/two-host-ring",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         by_host = _by_host(c for c in _net_conns(index) if c.transport.family != "NET/Socket")
@@ -394,8 +381,6 @@ class VirtualInterface(Rule):
     code = "LS605"
     name = "bootstrap.virtual_interface"
     kind = "transport-degraded"
-    examples = ("rules/docker-bridge-bootstrap",)
-    counterexamples = ("rules/loopback-bootstrap-one-host",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         hosts = {p.host for p in index.procs.values() if p.host and "nccl" in p.families}
@@ -454,8 +439,6 @@ class TransportMismatch(Rule):
     code = "LS606"
     name = "transport.mismatch"
     kind = "transport-mismatch"
-    examples = ("rules/receive-over-another-network",)
-    counterexamples = ("rules/two-host-ring",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         for topo in _clear(index):
@@ -521,8 +504,6 @@ class RingInconsistent(Rule):
     code = "LS607"
     name = "topology.ring_inconsistent"
     kind = "transport-mismatch"
-    examples = ("rules/ring-predecessor-disagrees",)
-    counterexamples = ("rules/two-host-ring",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         for topo in _clear(index):
@@ -640,8 +621,6 @@ class RingsNotConnected(Rule):
     code = "LS608"
     name = "topology.rings_not_connected"
     kind = "init-stall"
-    examples = ("rules/rank-never-connected-rings",)
-    counterexamples = ("rules/two-host-ring",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         for topo in _clear(index):
@@ -702,8 +681,6 @@ class NranksMismatch(Rule):
     code = "LS609"
     name = "topology.nranks_mismatch"
     kind = "config-mismatch"
-    examples = ("rules/nranks-disagree",)
-    counterexamples = ("rules/two-host-ring",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         for topo in _clear(index):

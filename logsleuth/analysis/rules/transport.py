@@ -38,8 +38,6 @@ class IbExpectedSocketUsed(Rule):
     code = "LS610"
     name = "transport.ib_expected"
     kind = "transport-degraded"
-    examples = ("real/nccl/version_2_19_socket_node2.log",)
-    counterexamples = ("synthetic/healthy",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         by_stream: dict[Stream, list[Event]] = defaultdict(list)

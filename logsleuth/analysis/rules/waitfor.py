@@ -86,8 +86,6 @@ class WaitForSink(Rule):
     code = "LS120"
     name = "waitfor.sink"
     kind = "missing-collective"
-    examples = ("real/live/skip-last-collective",)
-    counterexamples = ("synthetic/healthy",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         analysis = wait_for(index)

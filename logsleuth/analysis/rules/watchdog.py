@@ -31,8 +31,6 @@ class WatchdogStuck(Rule):
     code = "LS501"
     name = "watchdog.stuck"
     kind = "watchdog-stuck"
-    examples = ("real/torch/issue_quotes_watchdog_by_era.log",)
-    counterexamples = ("real/torch/corpus013_watchdog_allreduce_seq1580.log",)
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         events = index.all_of(HeartbeatMonitor)
