@@ -549,19 +549,13 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
         bases = [after, *line_starts(text)] if after else [*line_starts(text)]
         tried: set[str] = {text}
         for base in [0, *bases]:
-            rest, more = strip_prefixes(text[base:])
-            merged = _merge_hints(hint, more)
-            for _ in range(4):  # labels nest: "gpu-a01: RuntimeError: ..."
+            start, more = strip_prefixes(text[base:])
+            for rest, merged in _unlabelled(start, _merge_hints(hint, more)):
                 if rest not in tried:
                     tried.add(rest)
                     taker = offer(Line(line.no, rest, line.raw, merged))
                     if taker is not None:
                         return taker
-                label = _LABEL.match(rest)
-                if label is None:
-                    break
-                rest, more = strip_prefixes(rest[label.end() :])
-                merged = _merge_hints(merged, more)
         return None
 
     section = Origin()
@@ -569,13 +563,7 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
 
     def behind_labels(line: Line) -> str | None:
         """Look for a known message (or line prefix shape) behind host or tool labels."""
-        rest, hint = line.text, line.hint
-        for _ in range(4):  # labels nest: "gpu-a01: [2025-02-24 14:09:34 TP12] ..."
-            label = _LABEL.match(rest)
-            if label is None:
-                return None
-            rest, more = strip_prefixes(rest[label.end() :])
-            hint = _merge_hints(hint, more)
+        for rest, hint in itertools.islice(_unlabelled(line.text, line.hint), 1, None):
             if messages.feed(Line(line.no, rest, line.raw, hint), sink):
                 return messages.name
         return None
@@ -769,6 +757,22 @@ def _begins_message(text: str) -> bool:
     """Return True when ``text`` begins with a whole known message (the catalog's)."""
     found = load_catalog().match(text)
     return found is not None and found.whole and found.start == 0
+
+
+def _unlabelled(text: str, hint: Origin) -> Iterator[tuple[str, Origin]]:
+    """Yield ``text`` and what follows each of up to 3 nested labels at its start.
+
+    Labels nest: ``gpu-a01: RuntimeError: ...``, ``gpu-a01: [2025-02-24 14:09:34 TP12] ...``;
+    the prefixes after each label add to ``hint``.
+    """
+    yield text, hint
+    for _ in range(3):
+        label = _LABEL.match(text)
+        if label is None:
+            return
+        text, more = strip_prefixes(text[label.end() :])
+        hint = _merge_hints(hint, more)
+        yield text, hint
 
 
 def _merge_hints(outer: Origin, inner: Origin) -> Origin:
