@@ -118,6 +118,9 @@ def _start_shape(line: str) -> str:
     return re.sub(r"\d+", "0", line[:16])
 
 
+BARE_COLL = r"(?:[A-Z][A-Za-z]{2,20}: )?opCount [0-9a-fA-F]+ sendbuff "
+"""An NCCL COLL message without its ``host:pid:tid [dev] NCCL INFO`` prefix."""
+
 # Where a known line begins behind an unknown prefix (a foreign timestamp, a progress bar
 # glued before it, a viewer's columns): the shapes family readers start with.
 _LINE_START = re.compile(
@@ -133,8 +136,9 @@ _LINE_START = re.compile(
     r"|\bThread (?:0x[0-9a-fA-F]+|\d+) \([\w+ ]*\)|\bCurrent thread 0x[0-9a-fA-F]+ "
     r"|\bProcess \d+: "  # py-spy, faulthandler
     r"|#\d+ +0x[0-9a-fA-F]+ in |Thread \d+ \(Thread 0x[0-9a-fA-F]+ \(LWP \d+\)"  # gdb
-    r"|(?<![\w.:])(?:[A-Z][A-Za-z]{2,20}: )?opCount [0-9a-fA-F]+ sendbuff "  # COLL, prefix cut
-    r"|(?<= \| )(?=\S)"  # after a column separator of some collector's table
+    r"|(?<![\w.:])"
+    + BARE_COLL  # an NCCL COLL line whose prefix was cut
+    + r"|(?<= \| )(?=\S)"  # after a column separator of some collector's table
 )
 
 

@@ -31,6 +31,7 @@ from logsleuth.model.nccl import (
     NcclWarn,
 )
 from logsleuth.parse.base import Line, Reader, Sink
+from logsleuth.parse.clean import BARE_COLL
 from logsleuth.parse.fingerprint import (
     StreamRange,
     VersionTracker,
@@ -58,7 +59,7 @@ from logsleuth.parse.nccl_transform import Head, Parsed
 __all__ = ["NcclReader", "parse_nccl_line", "warm_up"]
 
 _PARTIAL_SPAN = 240
-_BARE_COLL = re.compile(r"(?:[A-Z][A-Za-z]{2,20}: )?opCount [0-9a-fA-F]+ sendbuff ")
+_BARE_COLL = re.compile(BARE_COLL)
 """How far before the level word a partial prefix is looked for."""
 _STAMP_BEFORE = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\] $")
 _CUT_BYTES = (1022, 1023)
