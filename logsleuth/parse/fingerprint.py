@@ -111,6 +111,41 @@ _DEVICE_SCAN = re.compile(
 _SCAN = re.compile(
     "|".join(f"(?P<f{i}>{pattern})" for i, (_, pattern, _, _) in enumerate(_FEATURES))
 )
+
+
+def _alternatives(pattern: str) -> list[str]:
+    """Split ``pattern`` at its top-level ``|`` (not inside a group or a class)."""
+    out: list[str] = []
+    depth, in_class, start, i = 0, False, 0, 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char in "()":
+            depth += 1 if char == "(" else -1
+        elif char == "|" and depth == 0:
+            out.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    out.append(pattern[start:])
+    return out
+
+
+# Most features are anchored at the message's start. The scan above, searched, would try
+# each of them at every position of a long ``Trees`` or ring line; the same leftmost match
+# is found by matching all of them at position 0, then searching only the others.
+_SCAN_LATER = re.compile(
+    "|".join(
+        f"(?P<f{i}>{'|'.join(rest)})"
+        for i, (_, pattern, _, _) in enumerate(_FEATURES)
+        if (rest := [a for a in _alternatives(pattern) if not a.startswith("^")])
+    )
+)
 _TIMESTAMP_DEFAULT = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] $")
 
 
@@ -122,7 +157,9 @@ def message_features(message: str) -> list[tuple[str, Version, Version]]:
     """
     features: list[tuple[str, Version, Version]] = []
     for table, scan in ((_FEATURES, _SCAN), (_DEVICE_FIELD, _DEVICE_SCAN)):
-        found = scan.search(message) if table is _FEATURES else scan.match(message)
+        found = scan.match(message)
+        if found is None and table is _FEATURES:
+            found = _SCAN_LATER.search(message, 1)
         if found is not None and found.lastgroup is not None:
             name, _, low, high = table[int(found.lastgroup[1:])]
             features.append((name, low, high))

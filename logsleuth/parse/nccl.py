@@ -42,6 +42,7 @@ from logsleuth.parse.fingerprint import (
 )
 from logsleuth.parse.nccl_blocks import NcclBlocks
 from logsleuth.parse.nccl_compact import CollCompaction
+from logsleuth.parse.nccl_fast import CONNECTS_SEEN, FastLane
 from logsleuth.parse.nccl_line import (
     _build,
     _catalog_message,
@@ -81,7 +82,7 @@ class _Fragment:
     hint: Origin
 
 
-class NcclReader(CollCompaction, NcclBlocks, Reader):
+class NcclReader(FastLane, CollCompaction, NcclBlocks, Reader):
     """Read NCCL log lines; keep a multi-line WARN open until its continuation lines came.
 
     Also: splits lines torn by another process's output at every NCCL prefix and re-joins
@@ -96,6 +97,7 @@ class NcclReader(CollCompaction, NcclBlocks, Reader):
         super().__init__(source)
         self._init_blocks()
         self._init_compaction(keep_ops)
+        self._init_lane()
         self._fragments: dict[tuple[str | None, int | None], _Fragment] = {}
         self._hosts: set[str] = set()
         self.versions = VersionTracker()
@@ -262,7 +264,7 @@ class NcclReader(CollCompaction, NcclBlocks, Reader):
         if isinstance(event, NcclChannelConnect):
             # A process logs one per channel, peer and direction; the first few tell all.
             stream.connects += 1
-            if stream.connects > _CONNECTS_SEEN:
+            if stream.connects > CONNECTS_SEEN:
                 return stream
         if not isinstance(event, NcclCollective) or event.op == "unknown":
             for feature in message_features(text[head.message_at :].strip()):

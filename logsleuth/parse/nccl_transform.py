@@ -147,6 +147,44 @@ def head_of(token: Token) -> Head:
     )
 
 
+CONNECT_FIELDS = (
+    "channel",
+    "conn_index",
+    "from_rank",
+    "from_dev",
+    "to_rank",
+    "to_dev",
+    "direction",
+    "transport",
+)
+"""The fields :func:`connect_row` returns, in order (those of :class:`NcclChannelConnect`)."""
+
+ConnectRow = tuple[int, "int | None", int, "str | None", int, "str | None", "str | None", str]
+
+
+def connect_row(head: str, via: str) -> ConnectRow:
+    """Take apart a ``CHANNEL_CONNECT`` terminal and the ``via`` text after it.
+
+    ``Channel 00/0 : 37[5] -> 36[4] [send] via``: fixed word positions. The values are
+    :data:`CONNECT_FIELDS` in order; the grammar's callback and the reader's fast lane
+    (:mod:`logsleuth.parse.nccl_fast`) both build connections from here.
+    """
+    words = head.split()
+    channel, _, second = words[1].partition("/")
+    from_rank, _, from_dev = words[3].partition("[")
+    to_rank, _, to_dev = words[5].partition("[")
+    return (
+        int(channel),
+        int(second) if second else None,
+        int(from_rank),
+        from_dev[:-1] or None,
+        int(to_rank),
+        to_dev[:-1] or None,
+        words[6][1:-1] if len(words) == 8 else None,
+        via.strip(),
+    )
+
+
 @v_args(inline=True)
 class ToEvents(Transformer[Token, Any]):
     """Turn the reductions of ``grammars/nccl.lark`` into (timestamp, head, message)."""
@@ -384,22 +422,9 @@ class ToEvents(Transformer[Token, Any]):
         return "graph", (int(prev), int(me), int(nxt))
 
     def channel_connect(self, head: Token, via: Token) -> Message:
-        # "Channel 00/0 : 37[5] -> 36[4] [send] via": fixed word positions.
-        words = head.split()
-        channel, _, second = words[1].partition("/")
-        from_rank, _, from_dev = words[3].partition("[")
-        to_rank, _, to_dev = words[5].partition("[")
-        fields = {
-            "channel": int(channel),
-            "conn_index": int(second) if second else None,
-            "from_rank": int(from_rank),
-            "to_rank": int(to_rank),
-            "from_dev": from_dev[:-1] or None,
-            "to_dev": to_dev[:-1] or None,
-            "direction": words[6][1:-1] if len(words) == 8 else None,
-            "transport": via.strip(),
-        }
-        return Message(NcclChannelConnect, fields)
+        return Message(
+            NcclChannelConnect, dict(zip(CONNECT_FIELDS, connect_row(head, via), strict=True))
+        )
 
     def collnet_connect(self, head: Token, via: Token) -> Message:
         # "CollNet 00/0 : 0 [send] via": the rank talks to the network collective (-1).

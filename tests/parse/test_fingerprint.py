@@ -198,3 +198,27 @@ def test_the_index_answers_release_questions_from_the_range() -> None:
     assert proc.runs_nccl("2.18.3", "") is True
     assert proc.runs_nccl("2.5.6", "2.18.1") is False
     assert proc.runs_nccl("2.27.3", "") is None
+
+
+def test_the_split_feature_scan_finds_what_one_search_finds() -> None:
+    """message_features matches the anchored features at position 0 and searches only the
+    others later in the line: the leftmost feature must be the one a single search finds."""
+    from logsleuth.parse import fingerprint
+
+    messages = [
+        "Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read",
+        "Bootstrap: Using eth0:10.0.0.1<0> splitCount 2",
+        "x via SHM/direct/direct childCount 3",
+        "Trees [0] 1/-1/-1->0->-1 [1] -1/-1/-1->0->1 GPU/0-1b000",
+        "comm 0x1 rank 0 nranks 8 commId 0xabc - Init START",
+    ]
+    for path in sorted(FIXTURES.rglob("*.log"))[:40]:
+        for line in path.read_text(errors="replace").splitlines():
+            if " NCCL INFO " in line:
+                messages.append(line.split(" NCCL INFO ", 1)[1])
+    assert len(messages) > 100
+    for message in messages:
+        one = fingerprint._SCAN.search(message)
+        expected = one.lastgroup if one is not None else None
+        found = fingerprint._SCAN.match(message) or fingerprint._SCAN_LATER.search(message, 1)
+        assert (found.lastgroup if found is not None else None) == expected, message
