@@ -307,14 +307,16 @@ def _communicators(index: EvidenceIndex) -> tuple[CommunicatorView, ...]:
                 else ", ".join(sorted(_label(index, s) for s in streams))
             )
             last_ops.append((who, op_count, op))
-        transports = Counter("/".join(c.transport.split("/")[:2]) for c in state.connects)
+        transports: Counter[str] = Counter()
+        for via, lines in state.connect_vias.items():
+            transports["/".join(via.split("/")[:2])] += lines
         aborted = {
             r
             for s, e in state.ended.items()
             if e.phase == "Abort" and (r := state.members.get(s)) is not None
         }
         hosts = sorted({s[0] for s in state.members if s[0]})
-        channels = {c.channel for c in state.connects}
+        channels = state.connect_channels
         views.append(
             CommunicatorView(
                 id=key,

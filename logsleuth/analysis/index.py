@@ -9,7 +9,7 @@ name (``nccl_rank37.log``, ``rank3.0.txt``).
 from __future__ import annotations
 
 import re
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -23,6 +23,7 @@ from logsleuth.model.nccl import (
     NcclCommEnd,
     NcclCommInit,
     NcclConnected,
+    NcclConnectRun,
     NcclCudaDriver,
     NcclErrorTrace,
     NcclInfoNote,
@@ -129,7 +130,10 @@ class CommState:
     members: dict[Stream, int | None] = field(default_factory=dict)  # stream -> rank in comm
     ops: dict[Stream, deque[OpRecord]] = field(default_factory=dict)
     op_totals: dict[Stream, int] = field(default_factory=dict)
-    connects: list[NcclChannelConnect] = field(default_factory=list)
+    connect_vias: Counter[str] = field(default_factory=Counter)
+    """How many connection lines the members logged per ``via`` text."""
+    connect_channels: set[int] = field(default_factory=set)
+    """The channels those lines name."""
     connected: set[Stream] = field(default_factory=set)
 
     def static_op_count(self) -> bool:
@@ -343,9 +347,15 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
         if origin.pid is not None or origin.host is not None:
             proc = index.proc(stream)
             proc.sources.add(event.ref.source)
-            if proc.first_line is None:
-                proc.first_line = event
-            proc.last_event = event
+            if type(event) is NcclConnectRun:
+                # A run of connection lines: its first and its last line are what was logged.
+                if proc.first_line is None:
+                    proc.first_line = event.connect(0)
+                proc.last_event = event.connect(-1)
+            else:
+                if proc.first_line is None:
+                    proc.first_line = event
+                proc.last_event = event
             proc.families.add(type(event).__module__.rsplit(".", 1)[-1])
             if origin.dev is not None:
                 proc.devices.add(origin.dev)
@@ -378,6 +388,9 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
             index.proc(stream).network = event.name
         elif isinstance(event, NcclChannelConnect):
             first_connect.setdefault(stream, event)
+        elif type(event) is NcclConnectRun:
+            if stream not in first_connect:
+                first_connect[stream] = event.connect(0)
         elif type(event).__module__.endswith("model.torch") and not isinstance(event, ChildFailure):
             index.torch.append(event)
 
@@ -523,7 +536,7 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
             ended = comm_of.get((event.origin.host, event.origin.pid, event.comm))
             if ended is not None:
                 index.comms[ended].ended[stream] = event
-        elif isinstance(event, NcclChannelConnect | NcclConnected):
+        elif isinstance(event, NcclChannelConnect | NcclConnectRun | NcclConnected):
             stream = (event.origin.host, event.origin.pid)
             known = current.get(stream)
             if known is None:
@@ -531,8 +544,12 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
                 known = next(iter(keys)) if len(keys) == 1 else None
             if known is not None:
                 state = index.comms[known]
-                if isinstance(event, NcclChannelConnect):
-                    state.connects.append(event)
+                if isinstance(event, NcclConnectRun):
+                    state.connect_vias.update(row[8] for row in event.rows)
+                    state.connect_channels.update(row[1] for row in event.rows)
+                elif isinstance(event, NcclChannelConnect):
+                    state.connect_vias[event.transport] += 1
+                    state.connect_channels.add(event.channel)
                 else:
                     state.connected.add(stream)
     return index

@@ -27,7 +27,7 @@ from logsleuth.model.diagnosis import (
     FirstError,
     ProgressGroup,
 )
-from logsleuth.model.nccl import NcclEnv, NcclErrorTrace, NcclWarn
+from logsleuth.model.nccl import NcclConnectRun, NcclEnv, NcclErrorTrace, NcclWarn
 from logsleuth.model.ranks import format_ranks
 from logsleuth.model.torch import (
     ChildFailure,
@@ -350,7 +350,11 @@ def _lines_by_source(
     for event in events:
         ref = event.ref
         if ref.source in sources:
-            lines[ref.source].setdefault(ref.line, event.text)
+            if isinstance(event, NcclConnectRun):
+                for row in event.rows:
+                    lines[ref.source].setdefault(row[0], row[-1])
+            else:
+                lines[ref.source].setdefault(ref.line, event.text)
     return {source: sorted(found.items()) for source, found in lines.items()}
 
 

@@ -20,12 +20,13 @@ from functools import lru_cache
 import networkx as nx
 
 from logsleuth.analysis.index import EvidenceIndex, Proc, communicator_keys
-from logsleuth.model.base import Event
+from logsleuth.model.base import Event, Origin
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.nccl import (
     NcclChannelConnect,
     NcclCommInit,
     NcclConnected,
+    NcclConnectRun,
     NcclGraphTree,
     NcclInfoNote,
     NcclRing,
@@ -134,24 +135,65 @@ def _device_era(proc: Proc | None) -> str | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
 class Conn:
     """One logged connection line, decoded, with the init phase it was logged in.
 
     ``phase`` is ``ring`` (before the reporter's ``Connected all rings``), ``tree`` (before
     ``Connected all trees``), ``p2p`` (after both) or ``unknown`` (no such marker logged).
-    The reporter is the sender, except for ``[receive]`` NET lines.
+    The reporter is the sender, except for ``[receive]`` NET lines. A connection read in a
+    run (:class:`NcclConnectRun`) makes its :attr:`event` only when a finding quotes it.
     """
 
-    channel: int
-    src: int
-    dst: int
-    transport: Transport
-    via: str
-    direction: str | None
-    conn_index: int | None
-    phase: str
-    event: NcclChannelConnect
+    __slots__ = (
+        "_event",
+        "_row",
+        "_run",
+        "channel",
+        "conn_index",
+        "direction",
+        "dst",
+        "from_dev",
+        "origin",
+        "phase",
+        "src",
+        "to_dev",
+        "transport",
+        "via",
+    )
+
+    def __init__(
+        self,
+        row: tuple[int, int | None, int, str | None, int, str | None, str | None, str],
+        phase: str,
+        origin: Origin,
+        event: NcclChannelConnect | None = None,
+        run: NcclConnectRun | None = None,
+        row_index: int = 0,
+    ) -> None:
+        (
+            self.channel,
+            self.conn_index,
+            self.src,
+            self.from_dev,
+            self.dst,
+            self.to_dev,
+            self.direction,
+            self.via,
+        ) = row
+        self.transport = decode_transport(self.via)
+        self.phase = phase
+        self.origin = origin
+        self._event = event
+        self._run = run
+        self._row = row_index
+
+    @property
+    def event(self) -> NcclChannelConnect:
+        """The line as an event (made on first use for a connection read in a run)."""
+        if self._event is None:
+            assert self._run is not None
+            self._event = self._run.connect(self._row)
+        return self._event
 
     @property
     def reporter(self) -> int:
@@ -385,7 +427,7 @@ def _phase_markers(
 
 
 def _phase(
-    event: NcclChannelConnect,
+    event: NcclChannelConnect | NcclConnectRun,
     marks: dict[tuple[str, str | None, int | None, int | None], tuple[int | None, int | None]],
 ) -> str:
     rings, trees = marks.get((*_stream_key(event), event.origin.dev), (None, None))
@@ -486,19 +528,24 @@ def _build(index: EvidenceIndex) -> tuple[CommTopology, ...]:
         return topos[key] if key is not None and key in topos else loose
 
     for event in index.all_of(NcclChannelConnect):
-        phase = _phase(event, marks)
-        target(event).conns.append(
-            Conn(
-                channel=event.channel,
-                src=event.from_rank,
-                dst=event.to_rank,
-                transport=decode_transport(event.transport),
-                via=event.transport,
-                direction=event.direction,
-                conn_index=event.conn_index,
-                phase=phase,
-                event=event,
-            )
+        row = (
+            event.channel,
+            event.conn_index,
+            event.from_rank,
+            event.from_dev,
+            event.to_rank,
+            event.to_dev,
+            event.direction,
+            event.transport,
+        )
+        target(event).conns.append(Conn(row, _phase(event, marks), event.origin, event))
+    # A run holds one writer's consecutive lines: no Init or Connected line of that writer
+    # stands between them, so its communicator and its phase are those of its first line.
+    for run in index.all_of(NcclConnectRun):
+        conns = target(run).conns
+        phase, origin = _phase(run, marks), run.origin
+        conns.extend(
+            Conn(row[1:9], phase, origin, run=run, row_index=i) for i, row in enumerate(run.rows)
         )
     for ring in index.all_of(NcclRing):
         target(ring).dumps.setdefault(ring.channel, ring)
@@ -553,19 +600,19 @@ def _fill_from_lines(topo: CommTopology, index: EvidenceIndex) -> None:
     """Add ranks only connection lines name, and device ids only the ``[x]`` fields give."""
     eras: dict[tuple[str | None, int | None], str | None] = {}
     for conn in topo.conns:
-        for rank, dev in ((conn.src, conn.event.from_dev), (conn.dst, conn.event.to_dev)):
+        for rank, dev in ((conn.src, conn.from_dev), (conn.dst, conn.to_dev)):
             if rank < 0:
                 continue
             info = topo.ranks.get(rank)
             if info is None:
                 info = topo.ranks[rank] = RankInfo(rank=rank)
             if rank == conn.reporter and info.hostname is None:
-                info.hostname = conn.event.origin.host
-                info.pid = conn.event.origin.pid
+                info.hostname = conn.origin.host
+                info.pid = conn.origin.pid
             elif info.hostname is None and conn.transport.family in ("P2P", "SHM"):
                 # P2P and SHM only join GPUs of one machine: the peer is on the reporter's host.
-                info.hostname = conn.event.origin.host
-            stream = (conn.event.origin.host, conn.event.origin.pid)
+                info.hostname = conn.origin.host
+            stream = (conn.origin.host, conn.origin.pid)
             if stream not in eras:
                 eras[stream] = _device_era(index.procs.get(stream))
             decoded = decode_device(dev, eras[stream])

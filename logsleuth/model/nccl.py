@@ -240,34 +240,26 @@ class NcclConnectRun(Event):
 
     def connects(self) -> list[NcclChannelConnect]:
         """Return one :class:`NcclChannelConnect` per row, as reading the lines one by one does."""
-        source, origin = self.ref.source, self.origin
-        return [
-            NcclChannelConnect(
-                ref=SourceRef(source, line),
-                text=text,
-                origin=origin,
-                channel=channel,
-                conn_index=index,
-                from_rank=from_rank,
-                from_dev=from_dev,
-                to_rank=to_rank,
-                to_dev=to_dev,
-                direction=direction,
-                transport=transport,
-            )
-            for (
-                line,
-                channel,
-                index,
-                from_rank,
-                from_dev,
-                to_rank,
-                to_dev,
-                direction,
-                transport,
-                text,
-            ) in self.rows
-        ]
+        return [self.connect(i) for i in range(len(self.rows))]
+
+    def connect(self, i: int) -> NcclChannelConnect:
+        """Return the event of row ``i`` (negative counts from the end)."""
+        line, channel, index, from_rank, from_dev, to_rank, to_dev, direction, via, text = (
+            self.rows[i]
+        )
+        return NcclChannelConnect(
+            ref=SourceRef(self.ref.source, line),
+            text=text,
+            origin=self.origin,
+            channel=channel,
+            conn_index=index,
+            from_rank=from_rank,
+            from_dev=from_dev,
+            to_rank=to_rank,
+            to_dev=to_dev,
+            direction=direction,
+            transport=via,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -848,7 +848,7 @@ def _read_one(job: tuple[InputSource, int | None]) -> InputResult | _Failure:
 
 def _result(outcome: InputResult | _Failure) -> InputResult | InputError:
     if isinstance(outcome, InputResult):
-        return expand_runs(outcome)
+        return outcome
     source, reason, line, excerpt, trace = outcome
     if trace is not None:
         return InputReadError(source, reason, trace)
@@ -885,6 +885,9 @@ def read_inputs(
     progress: ReadProgress | None = None,
 ) -> Iterator[InputResult | InputError]:
     """Read ``sources`` in parallel; yield each result in input order.
+
+    Runs of connection lines stay :class:`NcclConnectRun` rows (the analysis reads them as
+    they are; :func:`expand_runs` turns them into events).
 
     The map (one input -> its result) runs in this process, in a pool of worker processes,
     or on a Dask cluster (``scheduler``); the results are the same whichever runs it.

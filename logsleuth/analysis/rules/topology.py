@@ -40,8 +40,8 @@ def _net_conns(index: EvidenceIndex) -> list[Conn]:
 def _by_host(conns: Iterable[Conn]) -> dict[str, list[Conn]]:
     out: dict[str, list[Conn]] = defaultdict(list)
     for conn in conns:
-        if conn.event.origin.host:
-            out[conn.event.origin.host].append(conn)
+        if conn.origin.host:
+            out[conn.origin.host].append(conn)
     return out
 
 
@@ -534,10 +534,15 @@ Problem = tuple[str, tuple[int, ...], tuple[Event, ...]]
 """(sentence, ranks involved, lines that show it)."""
 
 
+def _quoted(said: Event | Conn) -> Event:
+    return said.event if isinstance(said, Conn) else said
+
+
 def ring_problems(topo: CommTopology) -> list[Problem]:
     """Return ring successor/predecessor claims that contradict each other."""
-    nexts: dict[tuple[int, int], dict[int, Event]] = defaultdict(dict)
-    prevs: dict[tuple[int, int], dict[int, Event]] = defaultdict(dict)
+    # A connection is quoted (its event made) only when it is part of a problem.
+    nexts: dict[tuple[int, int], dict[int, Event | Conn]] = defaultdict(dict)
+    prevs: dict[tuple[int, int], dict[int, Event | Conn]] = defaultdict(dict)
     unknown_targets: dict[tuple[int, int], set[int]] = defaultdict(set)
     for conn in topo.conns:
         if conn.phase == "unknown" and conn.reporter == conn.src:
@@ -548,9 +553,9 @@ def ring_problems(topo: CommTopology) -> list[Problem]:
         if conn.phase == "unknown" and len(unknown_targets[(conn.channel, conn.src)]) != 1:
             continue  # ring and tree lines are not told apart: only a single target is a ring
         if conn.reporter == conn.src:
-            nexts[(conn.channel, conn.src)].setdefault(conn.dst, conn.event)
+            nexts[(conn.channel, conn.src)].setdefault(conn.dst, conn)
         else:
-            prevs[(conn.channel, conn.dst)].setdefault(conn.src, conn.event)
+            prevs[(conn.channel, conn.dst)].setdefault(conn.src, conn)
     for (chan, me), (prev, nxt, note) in topo.graph_rings.items():
         nexts[(chan, me)].setdefault(nxt, note)
         prevs[(chan, me)].setdefault(prev, note)
@@ -564,7 +569,7 @@ def ring_problems(topo: CommTopology) -> list[Problem]:
                     (
                         f"channel {chan}: rank {a} sends to {b} but rank {b} receives from {wrong[0]}",
                         (a, b),
-                        (said, claimed[wrong[0]]),
+                        (_quoted(said), _quoted(claimed[wrong[0]])),
                     )
                 )
     for chan, dump in sorted(topo.dumps.items()):
@@ -576,7 +581,7 @@ def ring_problems(topo: CommTopology) -> list[Problem]:
                     (
                         f"channel {chan}: rank 0's ring dump puts {b} after {a} but rank {a} sends to {other}",
                         (a, b, other),
-                        (dump, targets[other]),
+                        (dump, _quoted(targets[other])),
                     )
                 )
     return problems
