@@ -243,6 +243,7 @@ class CommTopology:
     tell apart were merged, so rank-level checks would compare unrelated ranks."""
     _graph: nx.MultiDiGraph | None = None
     _by_channel: dict[int, list[Conn]] | None = None
+    _ring: list[Conn] | None = None
     _by_stream: dict[tuple[str | None, int | None], list[RankInfo]] | None = None
 
     @property
@@ -270,7 +271,9 @@ class CommTopology:
 
     def ring_conns(self) -> list[Conn]:
         """Return the connections that make up the rings (ring or unknown phase)."""
-        return [c for c in self.conns if c.phase in ("ring", "unknown")]
+        if self._ring is None:
+            self._ring = [c for c in self.conns if c.phase in ("ring", "unknown")]
+        return self._ring
 
     def ring_conns_of(self, channel: int) -> list[Conn]:
         """Return the ring connections of one channel."""
@@ -606,6 +609,10 @@ def _fill_from_lines(topo: CommTopology, index: EvidenceIndex) -> None:
             info = topo.ranks.get(rank)
             if info is None:
                 info = topo.ranks[rank] = RankInfo(rank=rank)
+            elif (
+                info.hostname is not None and info.bus_id is not None and info.nvml_dev is not None
+            ):
+                continue  # nothing left to learn about this rank (at scale: nearly every line)
             if rank == conn.reporter and info.hostname is None:
                 info.hostname = conn.origin.host
                 info.pid = conn.origin.pid
@@ -750,7 +757,9 @@ def build_topology_views(
                     anomalous=label in bad,
                 )
             )
-        transports = Counter(transport_label(c.via) for c in topo.conns)
+        transports: Counter[str] = Counter()
+        for via, lines in Counter(c.via for c in topo.conns).items():
+            transports[transport_label(via)] += lines
         rings = tuple(
             (c, order)
             for c in sorted({c.channel for c in topo.ring_conns()} | set(topo.dumps))
