@@ -69,6 +69,8 @@ class FastLane:
 
     def _init_lane(self) -> None:
         self._heads: dict[str, Head] = {}
+        self._shared: dict[str | None, str | None] = {}
+        self._shared_vias: dict[str, str] = {}
 
     def take_lines(
         self, text: str, pos: int, number: int, sink: Sink, offered: set[int]
@@ -83,6 +85,8 @@ class FastLane:
         """
         head_re, _coll, connect_re = _terminals()
         heads = self._heads
+        share = self._shared.setdefault
+        shared_via = self._shared_vias.setdefault
         source = self.source
         rows: list[
             tuple[int, int, int | None, int, str | None, int, str | None, str | None, str, str]
@@ -147,7 +151,23 @@ class FastLane:
                     flush()
                     run_head = prefix
                     run_origin = _origin(head.host, head.pid, head.tid, head.dev, None, None, None)
-                rows.append((no, *row, line))
+                channel, index, src, src_dev, dst, dst_dev, direction, transport = row
+                # The few device, direction and transport texts of a file are shared by its
+                # rows: one object each, in memory and in the pickle sent to the parent.
+                rows.append(
+                    (
+                        no,
+                        channel,
+                        index,
+                        src,
+                        share(src_dev, src_dev),
+                        dst,
+                        share(dst_dev, dst_dev),
+                        share(direction, direction),
+                        shared_via(transport, transport),
+                        line,
+                    )
+                )
                 offered.add(no)
                 taken += 1
             else:

@@ -159,6 +159,9 @@ def _terminals() -> tuple[re.Pattern[str], ...]:
 
 
 _TRANSFORMER = ToEvents()
+# Bound once: lark's v_args wraps a Transformer method anew on every attribute access.
+_COLL = _TRANSFORMER.coll
+_CHANNEL_CONNECT = _TRANSFORMER.channel_connect
 
 
 def warm_up() -> None:
@@ -278,11 +281,9 @@ def _parse_frequent(text: str) -> Parsed | None:
         found = connect_re.match(body)
         rest = body[found.end() :] if found is not None else ""
         if found is not None and rest.strip():
-            message = _TRANSFORMER.channel_connect(
-                Token("CHANNEL_CONNECT", found.group()), Token("REST", rest)
-            )
+            message = _CHANNEL_CONNECT(Token("CHANNEL_CONNECT", found.group()), Token("REST", rest))
     elif "opCount " in body and coll_re.fullmatch(body) is not None:
-        message = _TRANSFORMER.coll(Token("COLL_MSG", body))
+        message = _COLL(Token("COLL_MSG", body))
     if message is None:
         return None
     token = Token("INFO_HEAD", head.group(), start_pos=0, end_pos=head.end())
