@@ -46,6 +46,31 @@ def _batches(items: Sequence[T], workers: int) -> list[list[T]]:
     return [list(items[i : i + size]) for i in range(0, len(items), size)]
 
 
+def worker_version() -> str:
+    """What a worker reads with: the logsleuth release (its results must match this one's)."""
+    from logsleuth import __version__
+
+    return __version__
+
+
+def check_workers(versions: dict[str, str], mine: str) -> None:
+    """Refuse a cluster whose workers run another logsleuth release than this process.
+
+    A worker of another release would send events of other shapes (or none it could
+    unpickle here): the diagnosis would be wrong or the run would fail half-way.
+
+    Raises:
+        UsageError: naming the first differing worker and both releases.
+    """
+    odd = sorted((address, version) for address, version in versions.items() if version != mine)
+    if odd:
+        address, version = odd[0]
+        raise UsageError(
+            f"--scheduler: {len(odd)} of {len(versions)} Dask worker(s) run logsleuth {version} "
+            f"(first: {address}), this is {mine}: install the same release on the workers"
+        )
+
+
 def _apply(fn: Callable[[T], R], batch: list[T]) -> list[R]:
     return [fn(item) for item in batch]
 
@@ -97,6 +122,7 @@ def dask_map(
             raise UsageError(
                 f"--scheduler {spec}: cannot reach the Dask scheduler: {reason}"
             ) from exc
+        check_workers(client.run(worker_version), worker_version())
         nworkers = max(1, len(client.scheduler_info().get("workers", {})))
         batches = _batches(items, nworkers)
         futures = client.map(_apply, [fn] * len(batches), batches, pure=False)

@@ -168,3 +168,15 @@ def test_files_named_by_relative_paths_reach_the_workers_as_absolute_paths(
     results = list(dispatch.read_inputs(sources, scheduler="tcp://127.0.0.1:1"))
     assert len(results) == len(sources)
     assert shipped and all(p.is_absolute() and p.exists() for p in shipped)
+
+
+def test_workers_of_another_release_are_refused_with_one_line() -> None:
+    from logsleuth.errors import UsageError
+    from logsleuth.parse.cluster import check_workers
+
+    check_workers({"tcp://10.0.0.2:41000": "0.1.0", "tcp://10.0.0.3:41000": "0.1.0"}, "0.1.0")
+    with pytest.raises(UsageError) as caught:
+        check_workers({"tcp://10.0.0.2:41000": "0.1.0", "tcp://10.0.0.3:41000": "0.0.9"}, "0.1.0")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "1 of 2" in message and "0.0.9" in message and "tcp://10.0.0.3:41000" in message
