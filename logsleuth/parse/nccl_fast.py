@@ -23,13 +23,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lark import Token
-
 from logsleuth.model.base import NO_ORIGIN, Origin, SourceRef
 from logsleuth.model.nccl import NcclChannelConnect, NcclConnectRun, NcclWarn
 from logsleuth.parse.base import Sink
-from logsleuth.parse.nccl_line import _origin, _parse, _terminals
-from logsleuth.parse.nccl_transform import CONNECT_FIELDS, Head, Message, connect_row, head_of
+from logsleuth.parse.nccl_line import _origin, _parse, _terminals, info_head
+from logsleuth.parse.nccl_transform import CONNECT_FIELDS, Message, connect_row
 
 if TYPE_CHECKING:
     from logsleuth.model.base import Event
@@ -68,7 +66,6 @@ class FastLane:
         ) -> Event: ...
 
     def _init_lane(self) -> None:
-        self._heads: dict[str, Head] = {}
         self._shared: dict[str | None, str | None] = {}
         self._shared_vias: dict[str, str] = {}
 
@@ -84,7 +81,6 @@ class FastLane:
         is busy, a wrapped line is held, or a prefix scheme or section header applies.
         """
         head_re, _coll, connect_re = _terminals()
-        heads = self._heads
         share = self._shared.setdefault
         shared_via = self._shared_vias.setdefault
         source = self.source
@@ -127,9 +123,7 @@ class FastLane:
             if found is None:
                 break
             prefix = found.group()
-            head = heads.get(prefix)
-            if head is None:
-                head = heads[prefix] = head_of(Token("INFO_HEAD", prefix, 0, end_pos=len(prefix)))
+            head = info_head(prefix)
             body = line[found.end() :]
             if "NCCL " in body:
                 break

@@ -24,7 +24,7 @@ from logsleuth.model.messages import LogMessage
 from logsleuth.model.nccl import NcclUnrecognized, NcclWarn
 from logsleuth.parse.grammar import load_parser, terminal_pattern, terminal_regex
 from logsleuth.parse.messages import typed_message
-from logsleuth.parse.nccl_transform import Message, Parsed, ToEvents, head_of
+from logsleuth.parse.nccl_transform import Head, Message, Parsed, ToEvents, head_of
 
 _STAMP = re.compile(
     r"(?:(\d{4})-(\d\d)-(\d\d)[T ]|([A-Z][a-z]{2}) +(\d\d?) )?(\d\d):(\d\d):(\d\d)(?:[.,](\d+))?"
@@ -46,6 +46,24 @@ _BODIES: dict[str, Message | None] = {}
 _BODIES_MAX = 8192
 
 
+_HEADS: dict[str, Head] = {}
+_HEADS_MAX = 8192
+
+
+def info_head(prefix: str) -> Head:
+    """Take apart an ``INFO_HEAD`` prefix at the start of a line, once per distinct prefix.
+
+    A process writes its lines under a few prefixes (one per thread and device), so most
+    lines find theirs taken apart already.
+    """
+    head = _HEADS.get(prefix)
+    if head is None:
+        if len(_HEADS) >= _HEADS_MAX:
+            _HEADS.clear()
+        head = _HEADS[prefix] = head_of(Token("INFO_HEAD", prefix, 0, end_pos=len(prefix)))
+    return head
+
+
 def _parse(text: str) -> Parsed | None:
     """Parse ``text`` by rule ``line``, falling back to rule ``envelope``; None if not NCCL."""
     frequent = _parse_frequent(text)
@@ -56,8 +74,7 @@ def _parse(text: str) -> Parsed | None:
     head = _terminals()[0].match(text)
     body = text[head.end() :] if head is not None else ""
     if head is not None and body in _BODIES:
-        token = Token("INFO_HEAD", head.group(), start_pos=0, end_pos=head.end())
-        return None, head_of(token), _BODIES[body]
+        return None, info_head(head.group()), _BODIES[body]
     parser = _parser()
     try:
         parsed = cast(Parsed, parser.parse(text, start="line"))
@@ -286,8 +303,7 @@ def _parse_frequent(text: str) -> Parsed | None:
         message = _COLL(Token("COLL_MSG", body))
     if message is None:
         return None
-    token = Token("INFO_HEAD", head.group(), start_pos=0, end_pos=head.end())
-    return None, head_of(token), message
+    return None, info_head(head.group()), message
 
 
 def _maybe_nccl(text: str) -> bool:
