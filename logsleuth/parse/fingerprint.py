@@ -136,6 +136,42 @@ def _alternatives(pattern: str) -> list[str]:
     return out
 
 
+_SPECIAL = set(".^$*+?{}[]()|\\")
+
+
+def _leading_literals(alternative: str) -> list[str] | None:
+    """Return the literal texts one of which every match of ``alternative`` starts with.
+
+    Read from the front of the pattern: an optional ``\\b``, an optional group of literal
+    choices ``(?:GPU|NET)``, then literal characters (escaped punctuation included) up to
+    the first special one; a character a quantifier follows is not kept. None when the
+    pattern does not start that way.
+    """
+    text = alternative.removeprefix("\\b")
+    choices = [""]
+    if text.startswith("(?:"):
+        inner, sep, text = text[3:].partition(")")
+        if not sep or any(c in _SPECIAL - {"|"} for c in inner):
+            return None
+        choices = inner.split("|")
+    literal = ""
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char == "\\" and i + 1 < len(text) and not text[i + 1].isalnum():
+            char, step = text[i + 1], 2
+        elif char in _SPECIAL:
+            break
+        else:
+            step = 1
+        if text[i + step : i + step + 1] in ("*", "+", "?", "{"):
+            break
+        literal += char
+        i += step
+    found = [choice + literal for choice in choices]
+    return found if all(found) else None
+
+
 # Most features are anchored at the message's start. The scan above, searched, would try
 # each of them at every position of a long ``Trees`` or ring line; the same leftmost match
 # is found by matching all of them at position 0, then searching only the others.
@@ -146,6 +182,19 @@ _SCAN_LATER = re.compile(
         if (rest := [a for a in _alternatives(pattern) if not a.startswith("^")])
     )
 )
+_LEADS = [
+    _leading_literals(a)
+    for _, pattern, _, _ in _FEATURES
+    for a in _alternatives(pattern)
+    if not a.startswith("^")
+]
+_LATER_HINT = (
+    re.compile("|".join(re.escape(w) for lead in _LEADS for w in lead or ()))
+    if all(lead is not None for lead in _LEADS)
+    else None
+)
+"""Where a later feature can begin: its leading literals, searched as one literal
+alternation (a hundred times faster than the grouped scan on a long ``Trees`` line)."""
 _TIMESTAMP_DEFAULT = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] $")
 
 
@@ -159,7 +208,10 @@ def message_features(message: str) -> list[tuple[str, Version, Version]]:
     for table, scan in ((_FEATURES, _SCAN), (_DEVICE_FIELD, _DEVICE_SCAN)):
         found = scan.match(message)
         if found is None and table is _FEATURES:
-            found = _SCAN_LATER.search(message, 1)
+            # A later feature starts where one of its leading literals stands: none, none.
+            hint = _LATER_HINT.search(message, 1) if _LATER_HINT is not None else None
+            if hint is not None or _LATER_HINT is None:
+                found = _SCAN_LATER.search(message, hint.start() if hint is not None else 1)
         if found is not None and found.lastgroup is not None:
             name, _, low, high = table[int(found.lastgroup[1:])]
             features.append((name, low, high))
