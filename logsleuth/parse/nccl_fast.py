@@ -21,6 +21,7 @@ fixture both ways and compares.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from logsleuth.model.base import NO_ORIGIN, Origin, SourceRef
@@ -43,6 +44,7 @@ _WIDE = 1 << 64
 _FIRST_CHARS = frozenset("[(>0123456789`~ ")
 """First characters of launcher prefixes (``clean._PREFIX_FIRST``): the long way strips them."""
 _FOREIGN = ("]:", ">:", "&", "[repeated", "ChildFailedError")
+_FOREIGN_AT = re.compile("|".join(map(re.escape, _FOREIGN))).search
 """Text that makes the dispatcher look twice at a line (launcher tags, HTML entities, Ray's
 repeat marks, a torchrun summary): such a line goes the long way, as does a message holding
 ``NCCL `` (a torn line's second prefix, a version line)."""
@@ -116,7 +118,7 @@ class FastLane:
                 or line[0] in _FIRST_CHARS
                 or len(line) >= _LONG
                 or not line.isprintable()
-                or any(word in line for word in _FOREIGN)
+                or _FOREIGN_AT(line) is not None
             ):
                 break
             found = head_re.match(line)
