@@ -565,7 +565,9 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
     busy = False
 
     def offer(line: Line) -> str | None:
-        ordered = [r for r in readers if r.busy()] + [r for r in readers if not r.busy()]
+        # A reader in the middle of a block sees the line first (each asked once).
+        waiting = [r for r in readers if r.busy()]
+        ordered = waiting + [r for r in readers if r not in waiting] if waiting else readers
         for reader in ordered:
             if reader.feed(line, sink):
                 return reader.name
@@ -659,7 +661,11 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
             if len(unrecognized) < 5:
                 unrecognized.append((number, cleaned))
         finally:
-            busy = any(r.busy() for r in readers)
+            busy = False
+            for reader in readers:
+                if reader.busy():
+                    busy = True
+                    break
 
     def flush_held() -> None:
         if not held:

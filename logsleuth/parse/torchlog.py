@@ -476,12 +476,12 @@ class TorchReader(Reader):
         hint = line.hint
         # The launcher's prefix (hint) knows best who wrote the line; the line's own
         # prefix and message fill what it does not say.
-        origin = replace(
-            hint,
-            pid=hint.pid if hint.pid is not None else (prefix.pid if prefix else None),
-            rank=hint.rank if hint.rank is not None else rank,
-            time=hint.time if hint.time is not None else (prefix.time() if prefix else None),
-        )
+        pid = hint.pid if hint.pid is not None else (prefix.pid if prefix else None)
+        rank = hint.rank if hint.rank is not None else rank
+        time = hint.time if hint.time is not None else (prefix.time() if prefix else None)
+        origin = hint
+        if (pid, rank, time) != (hint.pid, hint.rank, hint.time):  # dataclasses.replace is slow
+            origin = replace(hint, pid=pid, rank=rank, time=time)
         return {"ref": SourceRef(self.source, line.no), "text": line.raw, "origin": origin}
 
     def _build(self, payload: Payload, line: Line, prefix: Prefix | None, **extra: Any) -> Event:
