@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from itertools import pairwise
+from typing import Any
 
 from logsleuth.model.base import NO_ORIGIN, Origin
 
@@ -200,6 +201,11 @@ def _epoch(text: str, fraction: str | None = None) -> float | None:
     return seconds
 
 
+def _with(hint: Origin, **changes: Any) -> Origin:
+    """``replace(hint, **changes)``; the usual first prefix of a line builds one directly."""
+    return Origin(**changes) if hint is NO_ORIGIN else replace(hint, **changes)
+
+
 def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin]:
     """Strip every launcher/collector prefix at the start of ``line``.
 
@@ -215,33 +221,33 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
         before = text
         if scheme is not None and (m := scheme.match(text)):
             if numbering == "srun":
-                hint = replace(hint, rank=int(m.group(1)))
+                hint = _with(hint, rank=int(m.group(1)))
             elif numbering == "pdsh":
-                hint = replace(hint, host=m.group(1))
+                hint = _with(hint, host=m.group(1))
             text = text[m.end() :]
             scheme = None  # a file is numbered once
         if text.startswith("["):
             if m := _MPI.match(text):
-                hint = replace(hint, rank=int(m.group(1)))
+                hint = _with(hint, rank=int(m.group(1)))
                 text = text[m.end() :]
             elif m := _TORCHRUN.match(text):
                 if m.group(1):
-                    hint = replace(hint, rank=int(m.group(2)))
+                    hint = _with(hint, rank=int(m.group(2)))
                 else:
-                    hint = replace(hint, local_rank=int(m.group(4)))
+                    hint = _with(hint, local_rank=int(m.group(4)))
                 text = text[m.end() :]
             elif m := _BRACKET_TIME.match(text):
-                hint = replace(hint, time=_epoch(m.group(1), m.group(2)))
+                hint = _with(hint, time=_epoch(m.group(1), m.group(2)))
                 text = text[m.end() :]
             elif m := _KUBECTL.match(text):
                 text = text[m.end() :]
         elif text.startswith("("):
             if m := _RAY.match(text):
-                hint = replace(hint, pid=int(m.group(1)))
+                hint = _with(hint, pid=int(m.group(1)))
                 text = text[m.end() :]
         elif text[:1].isdigit():
             if m := _ISO.match(text):
-                hint = replace(hint, time=_epoch(m.group(1)))
+                hint = _with(hint, time=_epoch(m.group(1)))
                 text = text[m.end() :]
                 if m := _CLOUDWATCH_STREAM.match(text) or _CRI_STREAM.match(text):
                     text = text[m.end() :]

@@ -116,8 +116,12 @@ def _drop_wide_numbers(result: InputResult) -> InputResult:
         names = _FIELD_NAMES.get(type(event))
         if names is None:
             names = _FIELD_NAMES[type(event)] = tuple(f.name for f in fields(event))
-        if any(_too_wide(getattr(event, name)) for name in names):
-            dropped.add(event.ref.line)
+        # Most fields are no int and no tuple: only those go through _too_wide.
+        for name in names:
+            value = getattr(event, name)
+            if isinstance(value, (int, tuple)) and _too_wide(value):
+                dropped.add(event.ref.line)
+                break
         else:
             kept.append(event)
     if not dropped:
@@ -589,7 +593,7 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
                         return taker
         return None
 
-    section = Origin()
+    section = NO_ORIGIN
     """Who the lines under the last section header (``Rank A:``) come from."""
 
     def behind_labels(line: Line) -> str | None:
@@ -822,6 +826,10 @@ def _unlabelled(text: str, hint: Origin) -> Iterator[tuple[str, Origin]]:
 
 def _merge_hints(outer: Origin, inner: Origin) -> Origin:
     """Combine what two layers of prefixes said; the outer (launcher) layer wins."""
+    if inner is NO_ORIGIN and outer.host != "":  # nearly every line: nothing to combine
+        return outer
+    if outer is NO_ORIGIN:
+        return inner
     return Origin(
         host=outer.host or inner.host,
         pid=outer.pid if outer.pid is not None else inner.pid,
