@@ -434,9 +434,32 @@ class InputReadError(InputError):
         self.trace = trace
 
 
-def _text_head(source: InputSource) -> bytes:
-    """The first 4 KB of the input, or of its text after a leading block of NULs."""
-    head = read_head(source)
+def _held(source: InputSource) -> tuple[InputSource, bytes]:
+    """The input's first 4 KB; a small plain file comes back held in memory, read whole.
+
+    Most inputs of a large job are small files (a stack dump per rank): one open and one
+    read serve the sniffing here and the reading after it, where a path is opened three
+    more times (a gzip probe for each of ``open`` and ``compressed``, then the read).
+    """
+    if source.path is None or source.data is not None or source.url is not None:
+        return source, _text_head(source)
+    with source.path.open("rb") as handle:
+        head = handle.read(4096)
+        whole = len(head) < 4096 and not handle.read(1)
+    if head[:2] == _GZIP_MAGIC:
+        return source, _text_head(source)
+    if whole and head:
+        source = replace(source, data=head)
+    return source, _text_head(source, head)
+
+
+def _text_head(source: InputSource, head: bytes | None = None) -> bytes:
+    """The first 4 KB of the input, or of its text after a leading block of NULs.
+
+    ``head``: the first 4 KB, when the caller read them already.
+    """
+    if head is None:
+        head = read_head(source)
     if len(head) < 4096 or head.strip(b"\0"):
         return head
     with source.open() as handle:
@@ -521,7 +544,7 @@ def expand_runs(result: InputResult) -> InputResult:
 
 def _read_checked(source: InputSource, keep_ops: int | None, audit: bool) -> InputResult:
     try:
-        head = _text_head(source)
+        source, head = _held(source)
     except OSError as exc:
         raise InputError(source.name, (exc.strerror or str(exc)).lower()) from exc
     if not head:
@@ -556,13 +579,13 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
     wrap = detect_wrap(sample)
     if numbering is None and wrap is None and first.startswith(_DUMP_HEADER):
         # A py-spy dump file: read whole by the stack reader when it holds nothing else.
-        more = next(chunks, None)
-        if more is None:
-            dumped = _read_plain_dump(source, first, keep_ops, audit)
+        # The text comes in one piece, or two when its last line has no newline.
+        more = list(itertools.islice(chunks, 2))
+        if len(more) < 2:
+            dumped = _read_plain_dump(source, "".join((first, *more)), keep_ops, audit)
             if dumped is not None:
                 return dumped
-        else:
-            chunks = itertools.chain((more,), chunks)
+        chunks = itertools.chain(more, chunks)
     total = blank = 0
     unrecognized: list[tuple[int, str]] = []
     taken_by: Counter[str] = Counter()
@@ -747,7 +770,13 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
         taken_by["nccl"] += nccl.deferred
     truncated = bool(chunk) and not chunk.endswith("\n")
     return _line_result(
-        source, sink, (total, blank, nccl.deferred, truncated), offered, taken_by, unrecognized, audit
+        source,
+        sink,
+        (total, blank, nccl.deferred, truncated),
+        offered,
+        taken_by,
+        unrecognized,
+        audit,
     )
 
 
@@ -918,6 +947,8 @@ def _merge_hints(outer: Origin, inner: Origin) -> Origin:
         time=outer.time if outer.time is not None else inner.time,
     )
 
+
+_GZIP_MAGIC = b"\x1f\x8b"
 
 _POOL_MIN_BYTES = 16 << 20
 """Below this much input, starting worker processes costs more than it saves."""

@@ -278,6 +278,30 @@ def _parse_line(text: str) -> _Shape | None:
     return shape if isinstance(shape, _Shape) else None
 
 
+def _frame(shape: _FrameShape, no: int, raw: str, text: str) -> Frame:
+    """The frame of line ``no``: ``raw`` as read, ``text`` as parsed (right-stripped)."""
+    parsed = shape.frame
+    # The shape was parsed from the prefix-stripped, right-stripped text; evidence quotes
+    # the raw line, which the fields rebuild only when the two are the same.
+    rebuilt = shape.exact and raw == text
+    return Frame(
+        func=parsed.func,
+        file=parsed.file,
+        line=parsed.line,
+        native=parsed.native,
+        at=no,
+        raw=None if rebuilt else raw,
+    )
+
+
+_NOT_A_FRAME: tuple[str, Frame | None] = ("", None)
+_PLAIN_FRAMES: dict[tuple[str, int], tuple[str, Frame | None]] = {}
+"""Frame line as read and its number -> (dump format, frame); ``_NOT_A_FRAME`` for others.
+
+The ranks of one job print the same stacks, mostly on the same lines of their dump files:
+frames are immutable, so one object serves them all. Bounded like ``_parse_line``."""
+
+
 # ---- assembling dumps ---------------------------------------------------------------------
 
 
@@ -322,28 +346,15 @@ class _DumpBuilder:
         self.threads.append(_ThreadBuilder(shape.tid, shape.name, shape.state))
         self.take(line)
 
-    def add_frame(self, shape: _FrameShape, no: int, raw: str, text: str) -> None:
-        """Add the frame of line ``no``: ``raw`` as read, ``text`` as parsed (right-stripped)."""
+    def add_frame(self, frame: Frame, no: int) -> None:
+        """Add ``frame``, printed on line ``no``, to the last thread."""
         if not self.threads:
             # A headerless excerpt: the frames still belong to some thread.
             self.threads.append(_ThreadBuilder(None, None, None))
         thread = self.threads[-1]
         if thread.locals:
             thread.flush_locals()
-        parsed = shape.frame
-        # The shape was parsed from the prefix-stripped, right-stripped text; evidence quotes
-        # the raw line, which the fields rebuild only when the two are the same.
-        rebuilt = shape.exact and raw == text
-        thread.frames.append(
-            Frame(
-                func=parsed.func,
-                file=parsed.file,
-                line=parsed.line,
-                native=parsed.native,
-                at=no,
-                raw=None if rebuilt else raw,
-            )
-        )
+        thread.frames.append(frame)
         self.lines.append(no)
         self.last_no = no
         self.last_was_frame = True
@@ -489,10 +500,20 @@ class StackReader(Reader):
             and self._error is None
             and self._separators is None
         ):
-            stripped = text.rstrip()
-            shape = _parse_line(stripped)
-            if type(shape) is _FrameShape and shape.fmt == dump.fmt:
-                dump.add_frame(shape, no, text, stripped)
+            key = (text, no)
+            known = _PLAIN_FRAMES.get(key)
+            if known is None:
+                stripped = text.rstrip()
+                shape = _parse_line(stripped)
+                known = _NOT_A_FRAME
+                if type(shape) is _FrameShape:
+                    known = (shape.fmt, _frame(shape, no, text, stripped))
+                if len(_PLAIN_FRAMES) >= 1 << 16:
+                    _PLAIN_FRAMES.clear()
+                _PLAIN_FRAMES[key] = known
+            fmt, frame = known
+            if frame is not None and fmt == dump.fmt:
+                dump.add_frame(frame, no)
                 return True
         return self.feed(Line(no, text, text), sink)
 
@@ -532,7 +553,7 @@ class StackReader(Reader):
                 return False
             dump.add_thread(shape, line)
         elif isinstance(shape, _FrameShape) and shape.fmt == dump.fmt:
-            dump.add_frame(shape, line.no, line.raw, line.text.rstrip())
+            dump.add_frame(_frame(shape, line.no, line.raw, line.text.rstrip()), line.no)
         elif isinstance(shape, _Note) and shape.fmt == dump.fmt:
             dump.take(line)
         elif isinstance(shape, _Local) and dump.fmt == PYSPY and dump.threads:
