@@ -3,15 +3,15 @@
 Worker processes (the local pool, Dask workers) send every input's events to the parent.
 The ``__getstate__``/``__setstate__`` that ``dataclass(slots=True)`` generates call
 :func:`dataclasses.fields` for every object; at 4,096 ranks that was a quarter of the run.
-These replacements read and write the same state (the field values in field order) through
-one precomputed :func:`operator.attrgetter`: a pickle made with either pair loads with the
-other, so a worker and a parent need not agree on whether they were installed.
+These replacements, generated per class as :mod:`dataclasses` generates ``__init__``, read
+and write the same state (the field values in field order) without that call: a pickle made
+with either pair loads with the other, so a worker and a parent need not agree on whether
+they were installed.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import operator
 import sys
 import types
 from collections.abc import Callable
@@ -24,20 +24,7 @@ def _fast_state(cls: type) -> None:
     names = tuple(f.name for f in dataclasses.fields(cls))
     if not names:
         return
-    getter = operator.attrgetter(*names)
-    get: Callable[[Any], tuple[Any, ...]]
-    if len(names) == 1:
-
-        def get(obj: Any) -> tuple[Any, ...]:
-            return (getter(obj),)
-
-    else:
-        get = getter
-
-    def getstate(self: Any) -> tuple[Any, ...]:
-        return get(self)
-
-    setattr(cls, "__getstate__", getstate)  # noqa: B010 (assigning to a method)
+    setattr(cls, "__getstate__", _getter(names))  # noqa: B010 (assigning to a method)
     setattr(cls, "__setstate__", _setter(cls, names))  # noqa: B010
 
 
@@ -48,6 +35,17 @@ def _slot(cls: type, name: str) -> Any:
         if isinstance(found, types.MemberDescriptorType):
             return found
     raise TypeError(f"{cls.__name__}.{name} is not a slot")
+
+
+def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """A ``__getstate__`` that reads the fields in one expression (``(self.a, self.b)``)."""
+    if not all(name.isidentifier() for name in names):
+        raise TypeError(f"not field names: {names}")
+    code = "def getstate(self):\n    return (" + "".join(f"self.{n}, " for n in names) + ")\n"
+    scope: dict[str, Any] = {}
+    exec(code, scope)  # the code names only the class's own fields
+    getstate: Callable[[Any], tuple[Any, ...]] = scope["getstate"]
+    return getstate
 
 
 def _setter(cls: type, names: tuple[str, ...]) -> Callable[[Any, Any], None]:
