@@ -435,22 +435,30 @@ class InputReadError(InputError):
 
 
 def _held(source: InputSource) -> tuple[InputSource, bytes]:
-    """The input's first 4 KB; a small plain file comes back held in memory, read whole.
+    """The input's first 4 KB; a plain file up to ``_HOLD_BYTES`` comes back read whole.
 
-    Most inputs of a large job are small files (a stack dump per rank): one open and one
-    read serve the sniffing here and the reading after it, where a path is opened three
-    more times (a gzip probe for each of ``open`` and ``compressed``, then the read).
+    Most inputs of a large job are small files (a log and a stack dump per rank): one open
+    serves the sniffing here and the reading after it, where a path is opened three more
+    times (a gzip probe for each of ``open`` and ``compressed``, then the read).
     """
     if source.path is None or source.data is not None or source.url is not None:
         return source, _text_head(source)
     with source.path.open("rb") as handle:
         head = handle.read(4096)
-        whole = len(head) < 4096 and not handle.read(1)
+        data = None
+        if head[:2] != _GZIP_MAGIC and os.fstat(handle.fileno()).st_size <= _HOLD_BYTES:
+            data = head + handle.read(_HOLD_BYTES)
+            if handle.read(1):
+                data = None  # grew while being read: read it as a file
     if head[:2] == _GZIP_MAGIC:
         return source, _text_head(source)
-    if whole and head:
-        source = replace(source, data=head)
+    if data:
+        source = replace(source, data=data)
     return source, _text_head(source, head)
+
+
+_HOLD_BYTES = 1 << 20
+"""Plain files up to this size are read in one go (each worker holds one at a time)."""
 
 
 def _text_head(source: InputSource, head: bytes | None = None) -> bytes:
