@@ -294,12 +294,14 @@ def _frame(shape: _FrameShape, no: int, raw: str, text: str) -> Frame:
     )
 
 
-_NOT_A_FRAME: tuple[str, Frame | None] = ("", None)
-_PLAIN_FRAMES: dict[tuple[str, int], tuple[str, Frame | None]] = {}
-"""Frame line as read and its number -> (dump format, frame); ``_NOT_A_FRAME`` for others.
+_PLAIN_FRAMES: dict[tuple[str, str, int], Frame] = {}
+"""(Dump format, frame line as read, its number) -> the frame it gives.
 
 The ranks of one job print the same stacks, mostly on the same lines of their dump files:
 frames are immutable, so one object serves them all. Bounded like ``_parse_line``."""
+
+_SHARED_LINE_CHARS = 1024
+"""Longer frame lines are not kept in ``_PLAIN_FRAMES`` (which would hold them alive)."""
 
 
 # ---- assembling dumps ---------------------------------------------------------------------
@@ -500,19 +502,18 @@ class StackReader(Reader):
             and self._error is None
             and self._separators is None
         ):
-            key = (text, no)
-            known = _PLAIN_FRAMES.get(key)
-            if known is None:
+            key = (dump.fmt, text, no)
+            frame = _PLAIN_FRAMES.get(key)
+            if frame is None:
                 stripped = text.rstrip()
                 shape = _parse_line(stripped)
-                known = _NOT_A_FRAME
-                if type(shape) is _FrameShape:
-                    known = (shape.fmt, _frame(shape, no, text, stripped))
-                if len(_PLAIN_FRAMES) >= 1 << 16:
-                    _PLAIN_FRAMES.clear()
-                _PLAIN_FRAMES[key] = known
-            fmt, frame = known
-            if frame is not None and fmt == dump.fmt:
+                if type(shape) is _FrameShape and shape.fmt == dump.fmt:
+                    frame = _frame(shape, no, text, stripped)
+                    if len(text) <= _SHARED_LINE_CHARS:
+                        if len(_PLAIN_FRAMES) >= 1 << 16:
+                            _PLAIN_FRAMES.clear()
+                        _PLAIN_FRAMES[key] = frame
+            if frame is not None:
                 dump.add_frame(frame, no)
                 return True
         return self.feed(Line(no, text, text), sink)
