@@ -847,9 +847,10 @@ def _read_plain_dump(
     every line reaches the stack reader as it stands: nothing in the text is changed by
     cleaning or prefix stripping (``_NOT_PLAIN``, ``_PREFIX_FIRST``), no line is a wrapped
     piece or holds a launcher tag, the first line is declined by the NCCL and torch readers
-    (offered first, as the dispatcher does) and every later line arrives while the stack
-    reader is busy, which means the dispatcher offers it there first. Any line the stack
-    reader declines ends this path (None) and the file is read again line by line.
+    (offered first, as the dispatcher does; the NCCL lanes of the chunk loop want a
+    ``host:pid:tid`` start, which ``Process`` is not) and every later line arrives while
+    the stack reader is busy, which means the dispatcher offers it there first. Any line
+    the stack reader declines ends this path (None) and the file is read again line by line.
     """
     if any(mark in text for mark in _NOT_PLAIN) or text.endswith(" "):
         return None
