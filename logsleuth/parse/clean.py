@@ -52,6 +52,8 @@ NUMBERING_SCHEMES: dict[str, re.Pattern[str]] = {
     "pdsh": re.compile(r"([A-Za-z][\w.\-]{0,62}): "),
 }
 """Prefixes that are only trusted when a whole file carries them."""
+_NUMBERED = re.compile(r"\s*\d|\[\d|[A-Za-z][\w.\-]{0,62}: ")
+"""What every line a numbering scheme matches begins with."""
 
 
 _ENTITY = re.compile(r"&(?:lt|gt|amp|quot|apos|nbsp|#\d{1,6}|#x[0-9a-fA-F]{1,6});")
@@ -166,6 +168,10 @@ def detect_numbering(sample: Sequence[str]) -> str | None:
     """
     lines = [line for line in sample if line.strip()]
     if len(lines) < 2:
+        return None
+    # Every file is sampled: one pass of the schemes' common start first (most files have
+    # none), the schemes one by one only when enough lines could carry one.
+    if sum(1 for line in lines if _NUMBERED.match(line)) * 10 < len(lines) * 6:
         return None
     for name, pattern in NUMBERING_SCHEMES.items():
         numbers = [m.group(1) for line in lines if (m := pattern.match(line))]

@@ -34,6 +34,7 @@ from logsleuth.parse import budgets, pickling
 from logsleuth.parse.base import Line, Reader, Sink
 from logsleuth.parse.catalog import load_catalog
 from logsleuth.parse.clean import (
+    _PREFIX_FIRST,
     begins_line,
     clean,
     detect_numbering,
@@ -437,9 +438,40 @@ class InputReadError(InputError):
         self.trace = trace
 
 
-def _text_head(source: InputSource) -> bytes:
-    """The first 4 KB of the input, or of its text after a leading block of NULs."""
-    head = read_head(source)
+def _held(source: InputSource) -> tuple[InputSource, bytes]:
+    """The input's first 4 KB; a plain file up to ``_HOLD_BYTES`` comes back read whole.
+
+    Most inputs of a large job are small files (a log and a stack dump per rank): one open
+    serves the sniffing here and the reading after it, where a path is opened three more
+    times (a gzip probe for each of ``open`` and ``compressed``, then the read).
+    """
+    if source.path is None or source.data is not None or source.url is not None:
+        return source, _text_head(source)
+    with source.path.open("rb") as handle:
+        head = handle.read(4096)
+        data = None
+        if head[:2] != _GZIP_MAGIC and os.fstat(handle.fileno()).st_size <= _HOLD_BYTES:
+            data = head + handle.read(_HOLD_BYTES)
+            if handle.read(1):
+                data = None  # grew while being read: read it as a file
+    if head[:2] == _GZIP_MAGIC:
+        return source, _text_head(source)
+    if data:
+        source = replace(source, data=data)
+    return source, _text_head(source, head)
+
+
+_HOLD_BYTES = 1 << 20
+"""Plain files up to this size are read in one go (each worker holds one at a time)."""
+
+
+def _text_head(source: InputSource, head: bytes | None = None) -> bytes:
+    """The first 4 KB of the input, or of its text after a leading block of NULs.
+
+    ``head``: the first 4 KB, when the caller read them already.
+    """
+    if head is None:
+        head = read_head(source)
     if len(head) < 4096 or head.strip(b"\0"):
         return head
     with source.open() as handle:
@@ -524,7 +556,7 @@ def expand_runs(result: InputResult) -> InputResult:
 
 def _read_checked(source: InputSource, keep_ops: int | None, audit: bool) -> InputResult:
     try:
-        head = _text_head(source)
+        source, head = _held(source)
     except OSError as exc:
         raise InputError(source.name, (exc.strerror or str(exc)).lower()) from exc
     if not head:
@@ -557,6 +589,15 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
     sample = [clean(raw) for raw in first.split("\n", _SAMPLE_LINES)[:_SAMPLE_LINES]]
     numbering = detect_numbering(sample)
     wrap = detect_wrap(sample)
+    if numbering is None and wrap is None and first.startswith(_DUMP_HEADER):
+        # A py-spy dump file: read whole by the stack reader when it holds nothing else.
+        # The text comes in one piece, or two when its last line has no newline.
+        more = list(itertools.islice(chunks, 2))
+        if len(more) < 2:
+            dumped = _read_plain_dump(source, "".join((first, *more)), keep_ops, audit)
+            if dumped is not None:
+                return dumped
+        chunks = itertools.chain(more, chunks)
     total = blank = 0
     unrecognized: list[tuple[int, str]] = []
     taken_by: Counter[str] = Counter()
@@ -743,9 +784,36 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
         if first_no in sink.recognized:
             sink.recognized.update(rest)
         offered.update(rest)
-    recognized = len(sink.recognized & offered) + nccl.deferred
     if nccl.deferred:
         taken_by["nccl"] += nccl.deferred
+    truncated = bool(chunk) and not chunk.endswith("\n")
+    return _line_result(
+        source,
+        sink,
+        (total, blank, nccl.deferred, truncated),
+        offered,
+        taken_by,
+        unrecognized,
+        audit,
+    )
+
+
+def _line_result(
+    source: InputSource,
+    sink: Sink,
+    counts: tuple[int, int, int, bool],
+    offered: set[int],
+    taken_by: Counter[str],
+    unrecognized: list[tuple[int, str]],
+    audit: bool,
+) -> InputResult:
+    """The result of a line-by-line read: events in line order and the line accounting.
+
+    ``counts``: lines, blank lines, lines recognized without being offered (deferred COLL
+    lines), whether the last line is cut.
+    """
+    total, blank, deferred, truncated = counts
+    recognized = len(sink.recognized & offered) + deferred
     for event in sink.events:
         if not event.RECOGNIZED and len(unrecognized) < 5:
             unrecognized.append((event.ref.line, event.text))
@@ -761,13 +829,75 @@ def _read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) 
         recognized=recognized,
         unrecognized=total - blank - recognized,
         blank=blank,
-        truncated=bool(chunk) and not chunk.endswith("\n"),
+        truncated=truncated,
     )
     events = sorted(sink.events, key=lambda e: e.ref.line)
     missed: tuple[int, ...] = ()
     if audit:
         missed = tuple(sorted(offered - sink.recognized))
     return InputResult(tuple(events), summary, tuple(unrecognized), missed)
+
+
+_DUMP_HEADER = "Process "
+"""How a py-spy dump file begins (``Process 4242: python train.py``)."""
+
+_NOT_PLAIN = ("\x1b", "\r", "\x00", "&", "[repeated", "```", "~~~", " \n")
+"""Text that :func:`clean` or :func:`strip_prefixes` would change, or a word-wrapped piece
+(a line ending in a blank): a file holding any goes line by line through the dispatcher."""
+
+
+def _read_plain_dump(
+    source: InputSource, text: str, keep_ops: int | None, audit: bool
+) -> InputResult | None:
+    """Read a file of py-spy dumps straight through the stack reader; None: read it by line.
+
+    A py-spy dump file is one dump per process, 30 lines or so; at thousands of ranks the
+    dispatcher's per-line work (prefix stripping, section headers, the offer order) cost
+    four times the dump's own. The result is the one the dispatcher gives, because here
+    every line reaches the stack reader as it stands: nothing in the text is changed by
+    cleaning or prefix stripping (``_NOT_PLAIN``, ``_PREFIX_FIRST``), no line is a wrapped
+    piece or holds a launcher tag, the first line is declined by the NCCL and torch readers
+    (offered first, as the dispatcher does; the NCCL lanes of the chunk loop want a
+    ``host:pid:tid`` start, which ``Process`` is not) and every later line arrives while
+    the stack reader is busy, which means the dispatcher offers it there first. Any line
+    the stack reader declines ends this path (None) and the file is read again line by line.
+    """
+    if any(mark in text for mark in _NOT_PLAIN) or text.endswith(" "):
+        return None
+    if _LAUNCHER_TAG.search(text) is not None:
+        return None
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    head = lines[0]
+    if _SECTION.fullmatch(head) is not None:
+        return None
+    nccl = NcclReader(source.name, keep_ops)
+    torch, stacks = TorchReader(source.name), StackReader(source.name)
+    readers = (nccl, torch, stacks, GdbReader(source.name), SummaryReader(source.name))
+    sink = Sink()
+    first = Line(1, head, head, NO_ORIGIN)
+    if nccl.defer(1, head, head, NO_ORIGIN) or nccl.feed(first, sink) or torch.feed(first, sink):
+        return None
+    if not stacks.feed(first, sink):
+        return None
+    feed = stacks.feed_plain
+    offered = {1}
+    blank = 0
+    for number, line in enumerate(lines[1:], 2):
+        if not line.strip():
+            blank += 1
+            continue
+        if line[:1] in _PREFIX_FIRST and line[:1] != " ":
+            return None
+        if not feed(number, line, sink):
+            return None
+        offered.add(number)
+    for reader in readers:
+        reader.close(sink)
+    taken_by = Counter({stacks.name: len(offered)})
+    counts = (len(lines), blank, 0, not text.endswith("\n"))
+    return _line_result(source, sink, counts, offered, taken_by, [], audit)
 
 
 _NCCL_LINE = re.compile(r"NCCL (?:INFO|WARN|TRACE|ABORT|CALL)|^\S+:\d+:\d+ ")
@@ -840,6 +970,8 @@ def _merge_hints(outer: Origin, inner: Origin) -> Origin:
         time=outer.time if outer.time is not None else inner.time,
     )
 
+
+_GZIP_MAGIC = b"\x1f\x8b"
 
 _POOL_MIN_BYTES = 16 << 20
 """Below this much input, starting worker processes costs more than it saves."""

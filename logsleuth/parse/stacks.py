@@ -236,12 +236,37 @@ def _parser() -> Lark:
     return load_parser("pyspy.lark", transformer=_LineTransformer)
 
 
+_QUICK = re.compile(
+    r"Process (?P<pid>\d{1,18}):(?: (?P<argv>.+))?"
+    r"|Thread (?P<tid>0[xX][0-9a-fA-F]{1,16}|\d{1,18}) "
+    r"\((?P<state>active\+gil|active|idle|gil)\): (?P<name>\".*\")"
+)
+"""The py-spy lines that differ between the ranks of one job, so that the cache below does
+not help: a ``Process`` header (its pid) and a full ``Thread`` header (its id). Every line
+this matches parses with rule ``process_line`` or ``pyspy_thread`` of ``pyspy.lark`` to the
+shape built from these groups (a unit test holds the two to that)."""
+
+
+def _quick_shape(found: re.Match[str]) -> _Shape:
+    """The shape of a line ``_QUICK`` matched, as the grammar's transformer builds it."""
+    tid = found["tid"]
+    if tid is None:
+        return _Header("process", int(found["pid"]), (found["argv"] or "").strip())
+    number = int(tid, 16) if tid[:2] in ("0x", "0X") else int(tid)
+    return _Thread(PYSPY, number, found["state"], found["name"][1:-1])
+
+
 @lru_cache(maxsize=1 << 16)
 def _parse_line(text: str) -> _Shape | None:
     """Parse one line with the ``start`` rule of ``pyspy.lark``; None when it has no known shape.
 
-    Cached: the ranks of one job print the same frame lines, and shapes are immutable.
+    Cached: the ranks of one job print the same frame lines, and shapes are immutable. The
+    headers that name a pid or a thread id take a regular expression instead of the parser
+    (``_QUICK``): a dump file of each rank holds a few, each seen once.
     """
+    quick = _QUICK.fullmatch(text)
+    if quick is not None:
+        return _quick_shape(quick)
     try:
         shape = _parser().parse(text)
     except (LarkError, ValueError):  # ValueError: an integer longer than int() accepts
@@ -251,6 +276,32 @@ def _parse_line(text: str) -> _Shape | None:
         # can rebuild it (see Frame.raw).
         return replace(shape, exact=format_frame_line(shape.fmt, shape.frame) == text)
     return shape if isinstance(shape, _Shape) else None
+
+
+def _frame(shape: _FrameShape, no: int, raw: str, text: str) -> Frame:
+    """The frame of line ``no``: ``raw`` as read, ``text`` as parsed (right-stripped)."""
+    parsed = shape.frame
+    # The shape was parsed from the prefix-stripped, right-stripped text; evidence quotes
+    # the raw line, which the fields rebuild only when the two are the same.
+    rebuilt = shape.exact and raw == text
+    return Frame(
+        func=parsed.func,
+        file=parsed.file,
+        line=parsed.line,
+        native=parsed.native,
+        at=no,
+        raw=None if rebuilt else raw,
+    )
+
+
+_PLAIN_FRAMES: dict[tuple[str, str, int], Frame] = {}
+"""(Dump format, frame line as read, its number) -> the frame it gives.
+
+The ranks of one job print the same stacks, mostly on the same lines of their dump files:
+frames are immutable, so one object serves them all. Bounded like ``_parse_line``."""
+
+_SHARED_LINE_CHARS = 1024
+"""Longer frame lines are not kept in ``_PLAIN_FRAMES`` (which would hold them alive)."""
 
 
 # ---- assembling dumps ---------------------------------------------------------------------
@@ -297,27 +348,18 @@ class _DumpBuilder:
         self.threads.append(_ThreadBuilder(shape.tid, shape.name, shape.state))
         self.take(line)
 
-    def add_frame(self, shape: _FrameShape, line: Line) -> None:
+    def add_frame(self, frame: Frame, no: int) -> None:
+        """Add ``frame``, printed on line ``no``, to the last thread."""
         if not self.threads:
             # A headerless excerpt: the frames still belong to some thread.
             self.threads.append(_ThreadBuilder(None, None, None))
         thread = self.threads[-1]
-        thread.flush_locals()
-        parsed = shape.frame
-        # The shape was parsed from the prefix-stripped, right-stripped text; evidence quotes
-        # the raw line, which the fields rebuild only when the two are the same.
-        rebuilt = shape.exact and line.raw == line.text.rstrip()
-        thread.frames.append(
-            Frame(
-                func=parsed.func,
-                file=parsed.file,
-                line=parsed.line,
-                native=parsed.native,
-                at=line.no,
-                raw=None if rebuilt else line.raw,
-            )
-        )
-        self.take(line, frame=True)
+        if thread.locals:
+            thread.flush_locals()
+        thread.frames.append(frame)
+        self.lines.append(no)
+        self.last_no = no
+        self.last_was_frame = True
 
     def new_thread_starts_dump(self, shape: _Thread, line: Line) -> bool:
         """Tell whether a thread header opens the next dump rather than continuing this one."""
@@ -447,6 +489,35 @@ class StackReader(Reader):
             self._close(sink)
         return self._start(line, shape)
 
+    def feed_plain(self, no: int, text: str, sink: Sink) -> bool:
+        """:meth:`feed` line ``no`` as it was read: no prefix stripped, nothing cleaned away.
+
+        A frame line inside an open dump, most lines of a dump file, is added without
+        building a :class:`Line`; every other line goes through :meth:`feed`.
+        """
+        dump = self._dump
+        if (
+            dump is not None
+            and not dump.in_header
+            and self._error is None
+            and self._separators is None
+        ):
+            key = (dump.fmt, text, no)
+            frame = _PLAIN_FRAMES.get(key)
+            if frame is None:
+                stripped = text.rstrip()
+                shape = _parse_line(stripped)
+                if type(shape) is _FrameShape and shape.fmt == dump.fmt:
+                    frame = _frame(shape, no, text, stripped)
+                    if len(text) <= _SHARED_LINE_CHARS:
+                        if len(_PLAIN_FRAMES) >= 1 << 16:
+                            _PLAIN_FRAMES.clear()
+                        _PLAIN_FRAMES[key] = frame
+            if frame is not None:
+                dump.add_frame(frame, no)
+                return True
+        return self.feed(Line(no, text, text), sink)
+
     def close(self, sink: Sink) -> None:
         """Emit what is still open at the end of the input."""
         if self._error is not None:
@@ -483,7 +554,7 @@ class StackReader(Reader):
                 return False
             dump.add_thread(shape, line)
         elif isinstance(shape, _FrameShape) and shape.fmt == dump.fmt:
-            dump.add_frame(shape, line)
+            dump.add_frame(_frame(shape, line.no, line.raw, line.text.rstrip()), line.no)
         elif isinstance(shape, _Note) and shape.fmt == dump.fmt:
             dump.take(line)
         elif isinstance(shape, _Local) and dump.fmt == PYSPY and dump.threads:
