@@ -8,6 +8,7 @@ The reader in :mod:`logsleuth.parse.torchlog` adds where and who, and assembles 
 from __future__ import annotations
 
 import calendar
+import re
 import signal
 from dataclasses import dataclass, field
 from functools import cache
@@ -600,8 +601,32 @@ def _parser() -> Lark:
     return load_parser("torch.lark", start=tuple(STARTS), transformer=LineTransformer)
 
 
+@cache
+def _first_token(rule: str) -> re.Pattern[str] | None:
+    """What text rule ``rule`` can start with: its first terminals (and ignored ones).
+
+    The contextual lexer only tries these at column 0, so a text none of them matches
+    fails there; the check costs a regex match instead of a parser run that fails (most
+    lines of most inputs are not torch lines). None when the rule may be empty.
+    """
+    parser = _parser()
+    names = set(parser.parse_interactive("", start=rule).accepts())  # type: ignore[no-untyped-call]
+    if "$END" in names:
+        return None
+    names |= set(parser.ignore_tokens)
+    patterns = [parser.get_terminal(name).pattern.to_regexp() for name in sorted(names)]
+    return re.compile("|".join(f"(?:{p})" for p in patterns))
+
+
+def _cannot_start(text: str, rule: str) -> bool:
+    first = _first_token(rule)
+    return first is not None and first.match(text) is None
+
+
 def parse_torch_line(text: str, rule: str = "line") -> Shape | None:
     """Parse ``text`` with entry rule ``rule`` of ``torch.lark``; None when it does not fit."""
+    if _cannot_start(text, rule):
+        return None
     try:
         return cast(Shape, _parser().parse(text, start=rule))
     except UnexpectedInput:
@@ -614,6 +639,8 @@ def parse_torch_record(text: str) -> Shape | None:
     The fallback rule ``prefixed_any`` only runs when rule ``line`` got past its first
     token: a line that fails at column 0 cannot start with a torch prefix.
     """
+    if _cannot_start(text, "line"):
+        return None
     try:
         return cast(Shape, _parser().parse(text, start="line"))
     except UnexpectedInput as error:

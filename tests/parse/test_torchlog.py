@@ -661,3 +661,36 @@ def test_feed_never_raises_on_torch_like_lines(texts: list[str]) -> None:
         reader.feed(Line(number, text, text), sink)
     reader.close(sink)
     assert all(e.ref.line <= len(texts) for e in sink.events)
+
+
+def test_the_first_token_check_turns_away_only_what_the_parser_turns_away(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """parse_torch_record/line skip the parser when no first terminal of the rule matches at
+    column 0: on every line of the real fixtures the results must be those of the parser."""
+    from logsleuth.parse import torchshapes
+
+    root = Path(__file__).resolve().parents[2] / "fixtures" / "real"
+    lines = sorted(
+        {
+            line
+            for path in root.rglob("*")
+            if path.is_file() and path.stat().st_size < 1_000_000
+            for line in path.read_text(errors="replace").splitlines()[:2000]
+        }
+    )
+    assert len(lines) > 2000
+    checked = torchshapes._cannot_start
+    skipped = 0
+    for text in lines:
+        monkeypatch.setattr(torchshapes, "_cannot_start", checked)
+        quick = [torchshapes.parse_torch_record(text)] + [
+            torchshapes.parse_torch_line(text, rule) for rule in ("prefixed_any", "summary_line")
+        ]
+        skipped += checked(text, "line")
+        monkeypatch.setattr(torchshapes, "_cannot_start", lambda _text, _rule: False)
+        full = [torchshapes.parse_torch_record(text)] + [
+            torchshapes.parse_torch_line(text, rule) for rule in ("prefixed_any", "summary_line")
+        ]
+        assert quick == full, text
+    assert skipped > len(lines) // 2
