@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 
@@ -434,6 +436,31 @@ def diagnose(
         inputs: The line accounting of each input (failed inputs carry ``error``).
         version: logsleuth's version, for the report header.
     """
+    with _collector_paused():
+        return _diagnose(events, inputs, version)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Keep the cyclic garbage collector still while the diagnosis is made.
+
+    What the analysis allocates (the index, its views, the findings) lives until the
+    diagnosis is made, and frees itself by reference counting: at 4,096 ranks only a few
+    thousand objects of it end in cycles. Each collection meanwhile rescans the surviving
+    young objects (and, for the oldest generation, every event), which cost about 1.5 s of
+    9 at 4,096 ranks. Collection resumes, as the caller had it, once the diagnosis is made.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _diagnose(events: Sequence[Event], inputs: Sequence[InputSummary], version: str) -> Diagnosis:
     index = build_index(events, inputs)
     findings: list[Finding] = []
     for rule in RULES:
