@@ -13,9 +13,8 @@ from logsleuth.analysis.index import EvidenceIndex, Proc, Stream, build_index
 from logsleuth.analysis.overview import build_config, build_progress, build_timeline, with_context
 from logsleuth.analysis.p2p import p2p_view
 from logsleuth.analysis.rules.registry import RULES
-from logsleuth.analysis.rules.stacks import proc_stacks
-from logsleuth.analysis.stack_classify import classify_dump
-from logsleuth.analysis.stacks import build_class_tree, build_stack_classes, find_outliers
+from logsleuth.analysis.rules.stacks import proc_stacks, stack_classes
+from logsleuth.analysis.stacks import build_class_tree, find_outliers
 from logsleuth.analysis.topology import build_topology_views
 from logsleuth.analysis.waitfor import wait_for
 from logsleuth.model.base import Event, InputSummary
@@ -27,7 +26,6 @@ from logsleuth.model.diagnosis import (
     InputView,
     JobView,
     RankView,
-    StackClass,
     Verdict,
 )
 from logsleuth.model.ranks import LISTED_RANKS, absent_ranks, format_ranks
@@ -346,7 +344,7 @@ def _ranks(index: EvidenceIndex) -> tuple[RankView, ...]:
     for ps in proc_stacks(index):
         if ps.dump.main_thread() is None:
             continue
-        category, collective, site = classify_dump(ps.dump)
+        category, collective, site = ps.state()
         text = collective or category
         if site:
             text += f" at {site}"
@@ -485,8 +483,7 @@ def _diagnose(events: Sequence[Event], inputs: Sequence[InputSummary], version: 
         )
         for i in sorted(inputs, key=lambda i: i.source)
     )
-    procs = proc_stacks(index)
-    classes: tuple[StackClass, ...] = build_stack_classes(procs) if procs else ()
+    classes = stack_classes(index)
     return Diagnosis(
         verdict=_verdict(findings, led),
         findings=with_context(findings, events),

@@ -36,7 +36,6 @@ from logsleuth.analysis.p2p_sources import (
     stack_ops,
 )
 from logsleuth.analysis.rules.stacks import proc_stacks
-from logsleuth.analysis.stack_classify import classify_dump
 from logsleuth.analysis.stacks import ProcStack
 from logsleuth.model.flight import FlightRecorderDump
 from logsleuth.model.p2p import P2POp, P2PStuck, P2PView
@@ -59,7 +58,7 @@ def _where_of(procs: list[ProcStack]) -> dict[int, str]:
     for proc in procs:
         if proc.rank is None or proc.dump.main_thread() is None:
             continue
-        category, collective, site = classify_dump(proc.dump)
+        category, collective, site = proc.state()
         label = collective or ("its own code" if category == "unknown" else category)
         where[proc.rank] = label + (f" at {site}" if site else "")
     return where

@@ -47,6 +47,20 @@ class ProcStack:
     dump: StackDump
     snapshots: int = 1
     moved: bool | None = None
+    _state: tuple[str, str | None, str | None] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
+    def state(self) -> tuple[str, str | None, str | None]:
+        """Return :func:`classify_dump` of ``dump``, worked out once.
+
+        The rank table, the wait-for graph and the point-to-point view each ask it of every
+        process; at thousands of ranks classifying each dump once a run is what counts.
+        """
+        if self._state is None:
+            object.__setattr__(self, "_state", classify_dump(self.dump))
+        assert self._state is not None
+        return self._state
 
 
 def main_stack_key(dump: StackDump) -> tuple[tuple[str, str, int | None], ...]:

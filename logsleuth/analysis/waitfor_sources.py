@@ -18,7 +18,6 @@ from logsleuth.analysis.flight import entries_by_group
 from logsleuth.analysis.index import EvidenceIndex
 from logsleuth.analysis.rules.base import message_text
 from logsleuth.analysis.rules.stacks import STALLED
-from logsleuth.analysis.stack_classify import classify_dump
 from logsleuth.analysis.stacks import ProcStack
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Evidence
@@ -183,7 +182,7 @@ def mark_stacks(procs: list[ProcStack], graph: Graph) -> dict[str, ProcStack]:
         by_node[node_id] = ps
         if ps.dump.main_thread() is None:
             continue
-        category, collective, site = classify_dump(ps.dump)
+        category, collective, site = ps.state()
         node.category = category
         words = _CATEGORY_WORDS.get(category, category)
         label = (collective or words) + (f" at {site}" if site else "")

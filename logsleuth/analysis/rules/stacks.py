@@ -69,7 +69,24 @@ def proc_stacks(index: EvidenceIndex) -> list[ProcStack]:
     ``moved`` says whether the main thread's stack changed between the snapshots. A gdb
     session that listed the threads twice (``bt`` and then ``py-bt``) gives two dumps of
     the same moment: the one with Python frames is kept and no snapshot is counted.
+
+    Worked out once per index (the rules, the wait-for graph and the views all ask).
     """
+    cached = index.derived.get("proc_stacks")
+    if not isinstance(cached, list):
+        cached = index.derived["proc_stacks"] = _proc_stacks(index)
+    return list(cached)
+
+
+def stack_classes(index: EvidenceIndex) -> tuple[StackClass, ...]:
+    """Return :func:`build_stack_classes` of :func:`proc_stacks`, worked out once per index."""
+    cached = index.derived.get("stack_classes")
+    if not isinstance(cached, tuple):
+        cached = index.derived["stack_classes"] = build_stack_classes(proc_stacks(index))
+    return cached
+
+
+def _proc_stacks(index: EvidenceIndex) -> list[ProcStack]:
     found: dict[tuple[int | None, str | None, int | None], list[ProcStack]] = {}
     # The host of each rank, as EvidenceIndex.proc_of_rank picks it, in one pass (a lookup
     # per dump is quadratic in the ranks).
@@ -206,7 +223,7 @@ class NonCollectiveStall(Rule):
         procs = proc_stacks(index)
         if not procs:
             return
-        classes = build_stack_classes(procs)
+        classes = stack_classes(index)
         waiting = [c for c in classes if c.category == "collective"]
         stalled = [c for c in classes if c.category in STALLED]
         if not stalled:
@@ -378,7 +395,7 @@ class InitStall(Rule):
         procs = proc_stacks(index)
         if not procs:
             return
-        classes = build_stack_classes(procs)
+        classes = stack_classes(index)
         in_init = [c for c in classes if c.category == "init"]
         others = [c for c in classes if c.category == "collective"]
         if in_init and others:
@@ -464,9 +481,7 @@ class CollectiveDivergence(Rule):
         procs = proc_stacks(index)
         if len(procs) < 2:
             return
-        waiting = [
-            c for c in build_stack_classes(procs) if c.category == "collective" and _knows_call(c)
-        ]
+        waiting = [c for c in stack_classes(index) if c.category == "collective" and _knows_call(c)]
         groups: dict[tuple[str, str], list[StackClass]] = {}
         for cls in waiting:
             groups.setdefault((cls.collective or "?", cls.call_site or "?"), []).append(cls)
