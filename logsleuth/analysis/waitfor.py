@@ -19,16 +19,16 @@ elsewhere, dead, exited early, silent). Ranks that wait for each other form a cy
 deadlock or an order mismatch); the cycle is broken by majority: the order in which most
 ranks issued their collectives (flight recorder), else the call most ranks wait in.
 
-networkx stays inside this module: the result is a :class:`~logsleuth.model.waitfor.WaitFor`.
+The graph is walked with plain dictionaries (one node per rank: thousands); networkx is
+imported only to order the cycles of a graph that has some, and stays inside this module:
+the result is a :class:`~logsleuth.model.waitfor.WaitFor`.
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass
-
-import networkx as nx
 
 from logsleuth.analysis.index import EvidenceIndex
 from logsleuth.analysis.p2p import p2p_view
@@ -181,23 +181,25 @@ def build_wait_for(index: EvidenceIndex) -> WaitAnalysis | None:
     drop_answered_stack_edges(graph)
     if not graph.edges:
         return None
-    g = nx.DiGraph()
-    g.add_nodes_from(graph.nodes)
-    g.add_edges_from(graph.edges)
+    successors: dict[str, list[str]] = {n: [] for n in graph.nodes}
+    predecessors: dict[str, list[str]] = {n: [] for n in graph.nodes}
+    for waiter, waits_for in graph.edges:
+        successors[waiter].append(waits_for)
+        predecessors[waits_for].append(waiter)
     sinks = [
         n
-        for n in g.nodes
-        if g.in_degree(n) > 0 and g.out_degree(n) == 0 and graph.nodes[n].state in _CULPRIT_STATES
+        for n in graph.nodes
+        if predecessors[n] and not successors[n] and graph.nodes[n].state in _CULPRIT_STATES
     ]
     culprits: list[str] = []
     resolution: Resolution | None = None
     how = ""
     if sinks:
-        reach = {n: len(nx.ancestors(g, n)) for n in sinks}
+        reach = {n: _ancestors(predecessors, n) for n in sinks}
         best = max(reach.values())
         culprits = sorted((n for n in sinks if reach[n] == best), key=_node_order)
         how = "sink: where waiting ends"
-    cycles = [c for c in nx.strongly_connected_components(g) if len(c) > 1]
+    cycles = _cycles(graph) if _has_cycle(successors, predecessors) else []
     frontier = [rank_id(r) for r in (view.culprits if view is not None else ())]
     if frontier and all(n in graph.nodes for n in frontier):
         # The point-to-point frontier names the rank that posted the wrong op or none at
@@ -212,10 +214,10 @@ def build_wait_for(index: EvidenceIndex) -> WaitAnalysis | None:
             culprits = list(resolution.odd)
             how = resolution.how
     victims: list[tuple[str, str]] = []
-    for node_id in sorted(g.nodes, key=_node_order):
-        if node_id in culprits or g.out_degree(node_id) == 0:
+    for node_id in sorted(graph.nodes, key=_node_order):
+        if node_id in culprits or not successors[node_id]:
             continue
-        out = [graph.edges[(node_id, t)] for t in g.successors(node_id)]
+        out = [graph.edges[(node_id, t)] for t in successors[node_id]]
         step = next((e for e in out if e.waits_for in culprits), out[0])
         victims.append((node_id, step.reason))
     nodes = tuple(
@@ -245,6 +247,43 @@ def build_wait_for(index: EvidenceIndex) -> WaitAnalysis | None:
         ),
         resolution=resolution,
     )
+
+
+def _ancestors(predecessors: dict[str, list[str]], node: str) -> int:
+    """Count the nodes that wait for ``node``, directly or through others."""
+    seen = {node}
+    queue = deque([node])
+    while queue:
+        for waiter in predecessors[queue.popleft()]:
+            if waiter not in seen:
+                seen.add(waiter)
+                queue.append(waiter)
+    return len(seen) - 1
+
+
+def _has_cycle(successors: dict[str, list[str]], predecessors: dict[str, list[str]]) -> bool:
+    """Say whether some nodes wait for each other (Kahn: not every node can be peeled off)."""
+    waiting = {n: len(ws) for n, ws in successors.items()}
+    free = [n for n, count in waiting.items() if not count]
+    peeled = 0
+    while free:
+        node = free.pop()
+        peeled += 1
+        for waiter in predecessors[node]:
+            waiting[waiter] -= 1
+            if not waiting[waiter]:
+                free.append(waiter)
+    return peeled < len(waiting)
+
+
+def _cycles(graph: Graph) -> list[set[str]]:
+    """Return the groups of nodes that wait for each other, in networkx's order."""
+    import networkx as nx
+
+    g = nx.DiGraph()
+    g.add_nodes_from(graph.nodes)
+    g.add_edges_from(graph.edges)
+    return [c for c in nx.strongly_connected_components(g) if len(c) > 1]
 
 
 def wait_for(index: EvidenceIndex) -> WaitAnalysis | None:
