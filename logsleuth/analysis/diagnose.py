@@ -10,7 +10,13 @@ from dataclasses import replace
 from datetime import datetime, timezone
 
 from logsleuth.analysis.index import EvidenceIndex, Proc, Stream, build_index
-from logsleuth.analysis.overview import build_config, build_progress, build_timeline, with_context
+from logsleuth.analysis.overview import (
+    build_config,
+    build_progress,
+    build_timeline,
+    last_ops,
+    with_context,
+)
 from logsleuth.analysis.p2p import p2p_view
 from logsleuth.analysis.rules.registry import RULES
 from logsleuth.analysis.rules.stacks import proc_stacks, stack_classes
@@ -284,6 +290,7 @@ def _label(index: EvidenceIndex, stream: Stream) -> str:
 
 def _communicators(index: EvidenceIndex) -> tuple[CommunicatorView, ...]:
     views: list[CommunicatorView] = []
+    tops = last_ops(index)
     for key in sorted(index.comms):
         state = index.comms[key]
         seen = {r for r in state.members.values() if r is not None}
@@ -294,11 +301,9 @@ def _communicators(index: EvidenceIndex) -> tuple[CommunicatorView, ...]:
             absent = absent_ranks(state.nranks, [*state.started, *state.completed], LISTED_RANKS)
             missing = format_ranks(absent) if absent is not None else ""
         groups: dict[tuple[int, str], list[Stream]] = defaultdict(list)
-        for stream, ops in state.ops.items():
-            if ops:
-                last = max(ops, key=lambda r: r.op_count)
-                groups[(last.op_count, last.op)].append(stream)
-        last_ops = []
+        for stream, last in tops[key].items():
+            groups[(last.op_count, last.op)].append(stream)
+        positions = []
         for (op_count, op), streams in sorted(groups.items(), key=lambda kv: (-kv[0][0], kv[0][1])):
             ranks = [r for s in streams if (r := index.rank_of(*s)) is not None]
             who = (
@@ -306,7 +311,7 @@ def _communicators(index: EvidenceIndex) -> tuple[CommunicatorView, ...]:
                 if len(ranks) == len(streams)
                 else ", ".join(sorted(_label(index, s) for s in streams))
             )
-            last_ops.append((who, op_count, op))
+            positions.append((who, op_count, op))
         transports: Counter[str] = Counter()
         for via, lines in state.connect_vias.items():
             transports["/".join(via.split("/")[:2])] += lines
@@ -326,7 +331,7 @@ def _communicators(index: EvidenceIndex) -> tuple[CommunicatorView, ...]:
                 init_missing=missing,
                 hosts=tuple(hosts),
                 aborted=format_ranks(aborted),
-                last_op_counts=tuple(last_ops),
+                last_op_counts=tuple(positions),
                 channels=len(channels) or None,
                 transports=tuple(sorted(transports.items())),
             )
@@ -354,11 +359,10 @@ def _ranks(index: EvidenceIndex) -> tuple[RankView, ...]:
         first_error.setdefault((warn.origin.host, warn.origin.pid), _cut(warn.message.strip()))
     last_coll: dict[Stream, str] = {}
     # The largest communicator (the world) says most about where a rank stopped.
-    for comm, state in sorted(index.comms.items(), key=lambda kv: (kv[1].nranks or 0, kv[0])):
-        for stream, ops in state.ops.items():
-            if ops:
-                last = max(ops, key=lambda r: r.op_count)
-                last_coll[stream] = f"{last.op} opCount {last.op_count:#x} on {comm}"
+    tops = last_ops(index)
+    for comm in sorted(index.comms, key=lambda k: (index.comms[k].nranks or 0, k)):
+        for stream, last in tops[comm].items():
+            last_coll[stream] = f"{last.op} opCount {last.op_count:#x} on {comm}"
     views: list[RankView] = []
     for key, procs in merged.items():
         streams = [(p.host, p.pid) for p in procs]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from logsleuth.analysis.correlate import clock_offsets, host_of_event
-from logsleuth.analysis.index import EvidenceIndex, Proc, Stream
+from logsleuth.analysis.index import EvidenceIndex, OpRecord, Proc, Stream
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import (
     CommProgress,
@@ -107,22 +107,40 @@ def _identity(index: EvidenceIndex, stream: Stream) -> tuple[Identity, int | Non
     return (("r", rank) if rank is not None else ("s", stream)), rank
 
 
+def last_ops(index: EvidenceIndex) -> dict[str, dict[Stream, OpRecord]]:
+    """Return, per communicator and member, the logged collective with the highest opCount.
+
+    The first such record where several share it (as ``max`` picks). The progress view, the
+    communicator table and the rank table all ask; worked out once per index.
+    """
+    cached = index.derived.get("last_ops")
+    if isinstance(cached, dict):
+        return cached
+    found: dict[str, dict[Stream, OpRecord]] = {}
+    for key, state in index.comms.items():
+        mine = found[key] = {}
+        for stream, ops in state.ops.items():
+            if ops:
+                counts = [r.op_count for r in ops]
+                mine[stream] = ops[counts.index(max(counts))]
+    index.derived["last_ops"] = found
+    return found
+
+
 def build_progress(index: EvidenceIndex) -> tuple[CommProgress, ...]:
     """Group each communicator's members by the last collective they logged.
 
     Communicators whose members stopped at different places come first, then by size.
     """
     views: list[CommProgress] = []
+    tops = last_ops(index)
     for key, state in index.comms.items():
         streams = set(state.members) | set(state.ops)
         last: dict[Stream, tuple[int, str] | None] = {}
+        mine = tops[key]
         for stream in streams:
-            ops = state.ops.get(stream)
-            if ops:
-                top = max(ops, key=lambda r: r.op_count)
-                last[stream] = (top.op_count, top.op)
-            else:
-                last[stream] = None
+            top = mine.get(stream)
+            last[stream] = None if top is None else (top.op_count, top.op)
         logged = [v[0] for v in last.values() if v is not None]
         if not logged:
             continue
