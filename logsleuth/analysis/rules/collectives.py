@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 from logsleuth.analysis.correlate import own_deaths, pg_links
 from logsleuth.analysis.index import CommState, EvidenceIndex, OpRecord, Stream
+from logsleuth.analysis.overview import last_ops
 from logsleuth.analysis.rules.base import Rule, culprits, describe, evidence_of, message_text
 from logsleuth.analysis.waitfor import global_rank
 from logsleuth.model.base import Event
@@ -59,6 +60,7 @@ class MissingCollective(Rule):
     kind = "missing-collective"
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
+        tops = last_ops(index)
         for key in sorted(index.comms):
             state = index.comms[key]
             if state.static_op_count():
@@ -66,7 +68,7 @@ class MissingCollective(Rule):
                 if found is not None:
                     yield found
                 continue
-            last = {s: max(r.op_count for r in ops) for s, ops in state.ops.items() if ops}
+            last = {s: record.op_count for s, record in tops[key].items()}
             if len(last) < 2:
                 continue
             top = max(last.values())

@@ -113,6 +113,8 @@ class ConcurrentCommUse(Rule):
         for key in sorted(index.comms):
             state = index.comms[key]
             threaded = sorted((s for s, ops in state.ops.items() if _interleaved(ops)), key=str)
+            if not threaded:
+                continue  # nobody took turns: no disagreement can be one
             # Threads taking turns are normal when something orders them (DDP's gradient
             # all-reduces run on autograd's thread while backward() blocks the main one);
             # only a rank where the turns came out differently shows an unordered race.
@@ -191,8 +193,10 @@ class ConcurrentCommUse(Rule):
 def _interleaved(ops: Iterable[OpRecord]) -> bool:
     """Return True when two or more threads take turns (at least twice) in ``ops``."""
     tids = [r.event.origin.tid for r in ops if r.event.origin.tid is not None]
+    if len(set(tids)) < 2:
+        return False
     switches = sum(1 for a, b in pairwise(tids) if a != b)
-    return len(set(tids)) > 1 and switches >= 2
+    return switches >= 2
 
 
 def _disagreeing(state: CommState) -> list[Stream]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
+from operator import itemgetter
 
 from logsleuth.analysis.index import EvidenceIndex, OpRecord, Stream
 from logsleuth.analysis.rules.base import Rule, culprits, describe
@@ -23,29 +24,33 @@ def _sequences(index: EvidenceIndex) -> dict[Stream, list[tuple[Signature, OpRec
     one of its collectives (no window of the last ones) and as many on each communicator
     as the others: only then do two sequences differ by their order alone.
     """
-    found: dict[Stream, list[tuple[Signature, OpRecord, str]]] = defaultdict(list)
+    # (source, line, signature, record, comm pointer): sorted by line without a key function.
+    found: dict[Stream, list[tuple[str, int, Signature, OpRecord, str]]] = defaultdict(list)
     per_comm: dict[Stream, dict[str, int]] = defaultdict(dict)
     for state in index.comms.values():
         for stream, ops in state.ops.items():
             if state.op_totals.get(stream, len(ops)) != len(ops):
                 return {}  # only the last ops are kept: the windows need not line up
             per_comm[stream][state.key] = len(ops)
+            items = found[stream]
             for record in ops:
                 if record.op in _P2P:
                     continue
-                nranks = record.event.nranks or state.nranks
-                found[stream].append(
-                    ((record.op, record.count, record.datatype, nranks), record, record.event.comm)
-                )
+                event = record.event
+                signature = (record.op, record.count, record.datatype, event.nranks or state.nranks)
+                items.append((event.ref.source, event.ref.line, signature, record, event.comm))
     ordered: dict[Stream, list[tuple[Signature, OpRecord]]] = {}
     for stream, items in found.items():
-        if len({comm for _, _, comm in items}) < 2:
+        if len({item[4] for item in items}) < 2:
             continue
         if per_comm[stream] != next(iter(per_comm.values())):
             return {}  # a process behind on one communicator: not an order question
-        items.sort(key=lambda item: (item[1].event.ref.source, item[1].event.ref.line))
-        ordered[stream] = [(signature, record) for signature, record, _ in items]
+        items.sort(key=_BY_LINE)
+        ordered[stream] = [(signature, record) for _, _, signature, record, _ in items]
     return ordered
+
+
+_BY_LINE = itemgetter(0, 1)
 
 
 class CrossCommunicatorOrder(Rule):
@@ -82,11 +87,11 @@ class CrossCommunicatorOrder(Rule):
         if len(lengths) != 1:
             return  # processes at different points: positions do not line up
         calls = {stream: [s for s, _ in items] for stream, items in sequences.items()}
-        if len({tuple(sorted(c, key=repr)) for c in calls.values()}) != 1:
-            return  # not the same calls: another rule's question (size, missing op)
         orders = Counter(tuple(c) for c in calls.values())
         if len(orders) < 2:
             return
+        if len({tuple(sorted(order, key=repr)) for order in orders}) != 1:
+            return  # not the same calls: another rule's question (size, missing op)
         streams = sorted(calls, key=lambda s: (str(s[0]), s[1] or 0))
         first = min(
             next(
