@@ -534,8 +534,6 @@ def _progress_bar(enabled: bool) -> Iterator[_RichProgress | None]:
 
 def _run_analyze(args: argparse.Namespace) -> int:
     from logsleuth.api import analyze
-    from logsleuth.report.html import render_html
-    from logsleuth.report.json import render_json
 
     for target in (args.json, args.html):
         if target and target != "-" and target in args.paths:
@@ -551,11 +549,18 @@ def _run_analyze(args: argparse.Namespace) -> int:
     diagnosis = result.diagnosis
     json_to_stdout = args.json == "-" or args.format == "json"
     human = sys.stderr if json_to_stdout else sys.stdout
+    # Each renderer is imported only when its output is asked for (jinja2 for HTML).
     if args.json and args.json != "-":
+        from logsleuth.report.json import render_json
+
         _write(args.json, render_json(diagnosis))
     if args.html:
+        from logsleuth.report.html import render_html
+
         _write(args.html, render_html(diagnosis))
     if json_to_stdout:
+        from logsleuth.report.json import render_json
+
         sys.stdout.write(render_json(diagnosis))
     if args.quiet:
         verdict = diagnosis.verdict
