@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from logsleuth.analysis.correlate import own_deaths
 from logsleuth.analysis.flight import entries_by_group
 from logsleuth.analysis.index import EvidenceIndex
+from logsleuth.analysis.overview import last_ops
 from logsleuth.analysis.rules.base import message_text
 from logsleuth.analysis.rules.stacks import STALLED
 from logsleuth.analysis.stacks import ProcStack
@@ -326,11 +327,12 @@ def _add_fr(
 
 
 def nccl_edges(index: EvidenceIndex, graph: Graph) -> None:
+    tops = last_ops(index)
     for key in sorted(index.comms):
         state = index.comms[key]
         if state.static_op_count():
             continue
-        last = {s: max(r.op_count for r in ops) for s, ops in state.ops.items() if ops}
+        last = {s: record.op_count for s, record in tops[key].items()}
         if len(last) < 2:
             continue
         top = max(last.values())
