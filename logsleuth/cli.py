@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import os
 import re
 import sys
@@ -25,6 +26,7 @@ from logsleuth.model.diagnosis import Diagnosis
 from logsleuth.parse.discover import Problem
 
 if TYPE_CHECKING:
+    from logsleuth.api import Analysis
     from logsleuth.knowledge import Entry
 
 PROG = "logsleuth"
@@ -544,6 +546,22 @@ def _run_analyze(args: argparse.Namespace) -> int:
         check_scheduler(args.scheduler)
     with _progress_bar(enabled=not args.quiet) as progress:
         result = analyze(args.paths, scheduler=args.scheduler, progress=progress)
+    # What is alive now (the diagnosis and whatever the analysis still holds) outlives the
+    # reports: the cyclic collector need not walk it again while they are written (at 4,096
+    # ranks its collections during rendering cost more than the rendering). Frozen for as
+    # long as the reports take, so a program that calls main() repeatedly collects as usual.
+    frozen = not gc.get_freeze_count()
+    if frozen:
+        gc.freeze()
+    try:
+        return _report(args, result)
+    finally:
+        if frozen:
+            gc.unfreeze()
+
+
+def _report(args: argparse.Namespace, result: Analysis) -> int:
+    """Write the reports ``args`` ask for; return the exit status."""
     _refuse_inputs((args.json, args.html), result.files)
     _warn_problems(result.problems, args.debug)
     diagnosis = result.diagnosis
