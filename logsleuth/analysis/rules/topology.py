@@ -32,9 +32,16 @@ def _culprits_on(index: EvidenceIndex, hosts: Sequence[str]) -> tuple[list[int],
 
 
 def _net_conns(index: EvidenceIndex) -> list[Conn]:
-    return [
-        c for t in build_topologies(index) for c in t.conns if c.transport.family.startswith("NET")
-    ]
+    """Return the network connections of every communicator (once per index: 3 rules ask)."""
+    cached = index.derived.get("net_conns")
+    if not isinstance(cached, list):
+        cached = index.derived["net_conns"] = [
+            c
+            for t in build_topologies(index)
+            for c in t.conns
+            if c.transport.family.startswith("NET")
+        ]
+    return cached
 
 
 def _by_host(conns: Iterable[Conn]) -> dict[str, list[Conn]]:
@@ -210,23 +217,25 @@ class P2pDisabled(Rule):
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         intra: dict[str, Counter[str]] = defaultdict(Counter)
-        lines: dict[str, list[Event]] = defaultdict(list)
+        lines: dict[str, list[Conn]] = defaultdict(list)
         for topo in _clear(index):
             for conn in topo.conns:
+                if conn.transport.family not in ("P2P", "SHM"):
+                    continue  # only these two are counted below
                 src, dst = topo.ranks.get(conn.src), topo.ranks.get(conn.dst)
                 if src is None or dst is None or not src.host or src.host != dst.host:
                     continue
                 if src.hostname:
                     intra[src.hostname][conn.transport.family] += 1
                     if conn.transport.family == "SHM":
-                        lines[src.hostname].append(conn.event)
+                        lines[src.hostname].append(conn)  # quoted (event made) if cited
         p2p_hosts = {h for h, c in intra.items() if c["P2P"]}
         shm_only = sorted(h for h, c in intra.items() if c["SHM"] and not c["P2P"])
         if not p2p_hosts or not shm_only:
             return
         ranks, pids = _culprits_on(index, shm_only)
         env: list[Event] = [e for h in shm_only for e in _env_on(index, h, "NCCL_P2P_DISABLE")]
-        events = env + [e for h in shm_only for e in lines[h][:2]]
+        events = env + [c.event for h in shm_only for c in lines[h][:2]]
         yield self.finding(
             severity="warning",
             title=f"{', '.join(shm_only)} connect{'s' if len(shm_only) == 1 else ''} local GPUs through shared memory; {len(p2p_hosts)} other host(s) use P2P",
@@ -442,14 +451,15 @@ class TransportMismatch(Rule):
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         for topo in _clear(index):
+            net_conns = [c for c in topo.conns if c.transport.family.startswith("NET")]
+            nets = Counter(c.transport.net for c in net_conns)
+            if len(nets) < 2:
+                continue  # one network on every line: no two ends can differ
             ends: dict[tuple[int, int, int, int | None, str], dict[str, Conn]] = defaultdict(dict)
-            for conn in topo.conns:
-                if conn.transport.family.startswith("NET") and conn.direction:
+            for conn in net_conns:
+                if conn.direction:
                     key = (conn.channel, conn.src, conn.dst, conn.conn_index, conn.phase)
                     ends[key][conn.direction] = conn
-            nets = Counter(
-                c.transport.net for c in topo.conns if c.transport.family.startswith("NET")
-            )
             odd: list[Conn] = []
             for sides in ends.values():
                 send, recv = sides.get("send"), sides.get("receive")
@@ -544,11 +554,18 @@ def ring_problems(topo: CommTopology) -> list[Problem]:
     nexts: dict[tuple[int, int], dict[int, Event | Conn]] = defaultdict(dict)
     prevs: dict[tuple[int, int], dict[int, Event | Conn]] = defaultdict(dict)
     unknown_targets: dict[tuple[int, int], set[int]] = defaultdict(set)
+    # One pass picks the ring (and unmarked) lines out of all connections, in line order.
+    ringish: list[Conn] = []
     for conn in topo.conns:
-        if conn.phase == "unknown" and conn.reporter == conn.src:
-            unknown_targets[(conn.channel, conn.src)].add(conn.dst)
-    for conn in topo.conns:
-        if conn.dst < 0 or conn.phase not in ("ring", "unknown"):
+        phase = conn.phase
+        if phase == "ring":
+            ringish.append(conn)
+        elif phase == "unknown":
+            ringish.append(conn)
+            if conn.reporter == conn.src:
+                unknown_targets[(conn.channel, conn.src)].add(conn.dst)
+    for conn in ringish:
+        if conn.dst < 0:
             continue
         if conn.phase == "unknown" and len(unknown_targets[(conn.channel, conn.src)]) != 1:
             continue  # ring and tree lines are not told apart: only a single target is a ring
@@ -652,10 +669,13 @@ class RingsNotConnected(Rule):
                 continue
             done = sum(1 for i in topo.ranks.values() if i.connected is not None)
             # Each reporter's last connection line, in one pass (not a scan per rank).
-            last_conn: dict[int, Event] = {}
+            last_conn: dict[int, Conn] = {}
             for conn in topo.conns:
-                last_conn[conn.reporter] = conn.event
-            last = [last_conn.get(rank) or topo.ranks[rank].inits[-1] for rank in missing]
+                last_conn[conn.reporter] = conn  # its event is made only for the quoted ones
+            last: list[Event] = [
+                quoted.event if (quoted := last_conn.get(rank)) else topo.ranks[rank].inits[-1]
+                for rank in missing
+            ]
             yield self.finding(
                 severity="warning",
                 title=f"ranks {format_ranks(missing)} of comm {topo.key} never logged Connected all rings ({done} peers did)",
