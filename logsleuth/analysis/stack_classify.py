@@ -256,6 +256,15 @@ _COMPUTE = _rules(
     ("torch/_ops.py", None), ("triton/", None),
 )  # fmt: skip
 _SLEEP = _rules(("asyncio/tasks.py", {"sleep"}))
+_TABLES: tuple[tuple[str, tuple[_Rule, ...]], ...] = (
+    ("init", _INIT),
+    ("data-loading", _DATA_LOADING),
+    ("lock", _LOCK),
+    ("io", _IO),
+    ("compute", _COMPUTE),
+    ("sleep", _SLEEP),
+)
+"""The categories told by Python frames, with their signature tables."""
 
 _NATIVE_INIT = re.compile(
     r"ncclCommInit|bootstrap(Init|NetAccept|Connect|AllGather)|initTransportsRank|"
@@ -269,17 +278,25 @@ _NATIVE_SLEEP = frozenset(
 )
 
 
-def _matches(frame: Frame, rules: tuple[_Rule, ...]) -> bool:
-    if frame.native:
-        return False
-    path = module_path(frame.file)
+def _matches_at(path: str, func: str, rules: tuple[_Rule, ...]) -> bool:
     for prefix, funcs in rules:
         if path == prefix or (prefix.endswith("/") and path.startswith(prefix)):
-            if funcs is None or short_name(frame.func) in funcs:
+            if funcs is None or short_name(func) in funcs:
                 return True
         elif not prefix.endswith((".py", "/")) and path.startswith(prefix):
             return True  # a module that is a file in one Python and a package in another
     return False
+
+
+@lru_cache(maxsize=1 << 14)
+def _frame_kinds(file: str | None, func: str) -> frozenset[str]:
+    """Return the categories whose signature tables a Python frame of ``file``/``func`` is in.
+
+    Thousands of ranks show the same few dozen frames: each (file, function) is matched
+    against the tables once, not once per frame, table and process.
+    """
+    path = module_path(file)
+    return frozenset(kind for kind, rules in _TABLES if _matches_at(path, func, rules))
 
 
 def _collective(frames: Sequence[Frame]) -> str | None:
@@ -306,21 +323,23 @@ def _category(frames: Sequence[Frame]) -> tuple[str, str | None]:
     """Return (category, collective) by the precedence documented on :func:`classify_thread`."""
     collective = _collective(frames)
     natives = [f.func for f in frames if f.native]
-    if any(_matches(f, _INIT) for f in frames) or any(_NATIVE_INIT.search(n) for n in natives):
+    kinds: set[str] = set()
+    for frame in frames:
+        if not frame.native:
+            kinds |= _frame_kinds(frame.file, frame.func)
+    if "init" in kinds or any(_NATIVE_INIT.search(n) for n in natives):
         return "init", collective
     if collective is not None:
         return "collective", collective
-    if any(_matches(f, _DATA_LOADING) for f in frames):
+    if "data-loading" in kinds:
         return "data-loading", None
-    if any(_matches(f, _LOCK) for f in frames) or _NATIVE_LOCK.intersection(natives):
+    if "lock" in kinds or _NATIVE_LOCK.intersection(natives):
         return "lock", None
-    if any(_matches(f, _IO) for f in frames):
+    if "io" in kinds:
         return "io", None
-    if any(_matches(f, _COMPUTE) for f in frames) or any(
-        _NATIVE_COMPUTE.search(n) for n in natives
-    ):
+    if "compute" in kinds or any(_NATIVE_COMPUTE.search(n) for n in natives):
         return "compute", None
-    if any(_matches(f, _SLEEP) for f in frames) or _NATIVE_SLEEP.intersection(natives):
+    if "sleep" in kinds or _NATIVE_SLEEP.intersection(natives):
         return "sleep", None
     return "unknown", None
 
