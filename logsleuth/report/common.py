@@ -48,7 +48,8 @@ def _scrub(value: object) -> object:
             return value
         return value.translate(_VISIBLE_CONTROLS)
     if isinstance(value, tuple):
-        scrubbed = tuple(map(_scrub, value))
+        # Numbers inline: rings and rank lists are long tuples of them.
+        scrubbed = tuple([x if type(x) in _PLAIN else _scrub(x) for x in value])
         if kind is tuple and not any(map(is_not, scrubbed, value)):
             return value
         return scrubbed
