@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from typing import Any
 
 from logsleuth.model.diagnosis import (
@@ -399,88 +398,12 @@ def dumps_canonical(value: object, *, indent: int | None = 2) -> str:
     """Serialize JSON values with sorted keys and ASCII-only output; compact without indent.
 
     ASCII escapes keep the bytes identical whatever the locale of the terminal or file,
-    and survive undecodable log bytes that were carried through as surrogates. Indented
-    output is written by :func:`_indented`, byte for byte what ``json.dumps`` writes:
-    the standard library encodes indented JSON in pure Python, through a generator per
-    nesting level, which took half a second for a 4,096-rank diagnosis.
+    and survive undecodable log bytes that were carried through as surrogates.
     """
-    if indent is not None:
-        parts: list[str] = []
-        _indented(value, parts, "\n", " " * indent)
-        return "".join(parts)
-    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=True)
-
-
-_quote = json.encoder.encode_basestring_ascii
-
-
-def _scalar(value: object) -> str:
-    """Encode a JSON scalar as ``json.dumps`` does (``NaN``/``Infinity`` included)."""
-    if isinstance(value, str):
-        return _quote(value)
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, int):
-        return int.__repr__(value)
-    if isinstance(value, float):
-        if value != value:
-            return "NaN"
-        if value in (math.inf, -math.inf):
-            return "Infinity" if value > 0 else "-Infinity"
-        return float.__repr__(value)
-    raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
-
-
-def _key(key: object) -> str:
-    """Encode a dictionary key as ``json.dumps`` does (numbers and constants as strings)."""
-    if isinstance(key, str):
-        return _quote(key)
-    if isinstance(key, int | float) or key is None:
-        return _quote(_scalar(key))
-    raise TypeError(f"keys must be str, int, float, bool or None, not {key.__class__.__name__}")
-
-
-def _indented(value: object, parts: list[str], newline: str, step: str) -> None:
-    """Append ``value`` to ``parts`` as ``json.dumps(indent=..., sort_keys=True)`` writes it.
-
-    ``newline`` is the line break plus the indentation of ``value``'s own level.
-    """
-    if isinstance(value, dict):
-        if not value:
-            parts.append("{}")
-            return
-        inner = newline + step
-        separator = "," + inner
-        parts.append("{")
-        first = True
-        for key, item in sorted(value.items()):
-            parts.append(inner if first else separator)
-            first = False
-            parts.append(_key(key))
-            parts.append(": ")
-            _indented(item, parts, inner, step)
-        parts.append(newline)
-        parts.append("}")
-    elif isinstance(value, list | tuple):
-        if not value:
-            parts.append("[]")
-            return
-        inner = newline + step
-        separator = "," + inner
-        parts.append("[")
-        first = True
-        for item in value:
-            parts.append(inner if first else separator)
-            first = False
-            _indented(item, parts, inner, step)
-        parts.append(newline)
-        parts.append("]")
-    else:
-        parts.append(_scalar(value))
+    separators = (",", ": ") if indent is not None else (",", ":")
+    return json.dumps(
+        value, indent=indent, separators=separators, sort_keys=True, ensure_ascii=True
+    )
 
 
 def render_json(d: Diagnosis) -> str:
