@@ -16,8 +16,10 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING, cast
 
-import networkx as nx
+if TYPE_CHECKING:
+    import networkx as nx
 
 from logsleuth.analysis.index import EvidenceIndex, Proc, communicator_keys
 from logsleuth.model.base import Event, Origin
@@ -304,6 +306,8 @@ class CommTopology:
         dump = self.dumps.get(channel)
         if dump is not None and not dump.truncated and len(dump.ranks) == self.nranks:
             return dump.ranks
+        import networkx as nx  # a ring walk is rare: only when rank 0's dump is incomplete
+
         ring = nx.DiGraph()
         for (chan, rank), (_prev, nxt, _e) in self.graph_rings.items():
             if chan == channel:
@@ -469,17 +473,13 @@ def build_topologies(index: EvidenceIndex) -> tuple[CommTopology, ...]:
     """Rebuild every communicator that logged init or connection lines.
 
     Connection lines no Init line accounts for (an excerpt) form one more topology keyed
-    :data:`LOOSE`. The result is cached for the last index it was built from.
+    :data:`LOOSE`. The result is kept with the index.
     """
-    cached = _CACHE.get("last")
-    if cached is not None and cached[0] is index:
-        return cached[1]
-    result = _build(index)
-    _CACHE["last"] = (index, result)
-    return result
-
-
-_CACHE: dict[str, tuple[EvidenceIndex, tuple[CommTopology, ...]]] = {}
+    cached = index.derived.get("topologies")
+    if cached is None:
+        # Kept with the index (not in a module global that would keep it alive).
+        cached = index.derived["topologies"] = _build(index)
+    return cast(tuple[CommTopology, ...], cached)
 
 
 def _build(index: EvidenceIndex) -> tuple[CommTopology, ...]:
@@ -633,6 +633,8 @@ def _fill_from_lines(topo: CommTopology, index: EvidenceIndex) -> None:
 
 
 def _build_graph(topo: CommTopology) -> nx.MultiDiGraph:
+    import networkx as nx  # loaded only when a graph is asked for
+
     graph = nx.MultiDiGraph(key=topo.key)
     for rank, info in sorted(topo.ranks.items()):
         graph.add_node(rank, host=info.host, pid=info.pid, bus_id=info.bus_id)
