@@ -335,9 +335,13 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
     first_connect: dict[Stream, NcclChannelConnect] = {}
     order = {"prefix": 5, "world-comm": 4, "manifest": 3, "summary": 2, "file-name": 1}
 
+    by_type = index.by_type
     # Pass 1: streams, communicators, identities.
     for event in events:
-        index.by_type.setdefault(type(event), []).append(event)
+        same = by_type.get(type(event))
+        if same is None:
+            same = by_type[type(event)] = []
+        same.append(event)
         origin = event.origin
         stream: Stream = (origin.host, origin.pid)
         if isinstance(event, NcclVersionRange):
@@ -401,7 +405,9 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
         origin = init.origin
         stream = (origin.host, origin.pid)
         comm_of[(origin.host, origin.pid, init.comm)] = key
-        state = index.comms.setdefault(key, CommState(key=key))
+        state = index.comms.get(key)
+        if state is None:
+            state = index.comms[key] = CommState(key=key)
         state.nranks = init.nranks
         state.members[stream] = init.rank
         (state.started if init.phase == "START" else state.completed)[init.rank] = init
@@ -516,9 +522,14 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
                 comm_of[(origin.host, origin.pid, event.comm)] = found
                 keys_of[stream].add(found)
             key = found
-            state = index.comms.setdefault(key, CommState(key=key, nranks=event.nranks))
+            # get, not setdefault: a default would be built for every line.
+            state = index.comms.get(key)
+            if state is None:
+                state = index.comms[key] = CommState(key=key, nranks=event.nranks)
             state.members.setdefault(stream, None)
-            queue = state.ops.setdefault(stream, deque(maxlen=KEEP_OPS))
+            queue = state.ops.get(stream)
+            if queue is None:
+                queue = state.ops[stream] = deque(maxlen=KEEP_OPS)
             queue.append(
                 OpRecord(
                     op=event.op,

@@ -490,8 +490,12 @@ def _build(index: EvidenceIndex) -> tuple[CommTopology, ...]:
         nics.setdefault((devices.origin.host, devices.origin.pid), devices.devices)
     topos: dict[str, CommTopology] = {}
     for init, key in attributor.inits:
-        topo = topos.setdefault(key, _new_topology(key))
-        info = topo.ranks.setdefault(init.rank, RankInfo(rank=init.rank))
+        topo = topos.get(key)
+        if topo is None:
+            topo = topos[key] = _new_topology(key)
+        info = topo.ranks.get(init.rank)
+        if info is None:
+            info = topo.ranks[init.rank] = RankInfo(rank=init.rank)
         info.inits.append(init)
         info.nranks.add(init.nranks)
         info.hostname = info.hostname or init.origin.host
