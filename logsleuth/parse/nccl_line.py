@@ -24,7 +24,7 @@ from logsleuth.model.messages import LogMessage
 from logsleuth.model.nccl import NcclUnrecognized, NcclWarn
 from logsleuth.parse.grammar import load_parser, terminal_pattern, terminal_regex
 from logsleuth.parse.messages import typed_message
-from logsleuth.parse.nccl_transform import Head, Message, Parsed, ToEvents, head_of
+from logsleuth.parse.nccl_transform import Head, Message, Parsed, ToEvents, coll_message, head_of
 
 _STAMP = re.compile(
     r"(?:(\d{4})-(\d\d)-(\d\d)[T ]|([A-Z][a-z]{2}) +(\d\d?) )?(\d\d):(\d\d):(\d\d)(?:[.,](\d+))?"
@@ -177,7 +177,6 @@ def _terminals() -> tuple[re.Pattern[str], ...]:
 
 _TRANSFORMER = ToEvents()
 # Bound once: lark's v_args wraps a Transformer method anew on every attribute access.
-_COLL = _TRANSFORMER.coll
 _CHANNEL_CONNECT = _TRANSFORMER.channel_connect
 
 
@@ -300,7 +299,7 @@ def _parse_frequent(text: str) -> Parsed | None:
         if found is not None and rest.strip():
             message = _CHANNEL_CONNECT(Token("CHANNEL_CONNECT", found.group()), Token("REST", rest))
     elif "opCount " in body and coll_re.fullmatch(body) is not None:
-        message = _COLL(Token("COLL_MSG", body))
+        message = coll_message(body)
     if message is None:
         return None
     return None, info_head(head.group()), message

@@ -185,6 +185,31 @@ def connect_row(head: str, via: str) -> ConnectRow:
     )
 
 
+def coll_message(body: str) -> Message:
+    """Read a ``COLL_MSG`` terminal (spec 2.9): the grammar's callback and the COLL shortcut
+    of :mod:`logsleuth.parse.nccl_line` both read collectives here."""
+    words = body.split()
+    op = "unknown"  # 2.3.5 printed no operation name (spec 2.9)
+    if words[0].endswith(":"):
+        op = words.pop(0)[:-1]
+    values: dict[str, Any] = {"op": op, "op_count": int(words[1], 16)}
+    pairs = iter(words[2:])
+    for key in pairs:
+        if key[0] == "[":
+            values["nranks"] = int(key[8:-1])
+        elif key in _COLL_INTS:
+            values[_COLL_INTS[key]] = int(next(pairs))
+        else:
+            values[key] = next(pairs)
+    values.pop("size", None)
+    if op in ("Send", "Recv"):
+        # Point-to-point: the "root" column is the peer; there is no reduction.
+        values["peer"] = values.pop("root", None)
+        values.pop("red_op", None)
+    values.setdefault("comm", "")
+    return Message(NcclCollective, values)
+
+
 @v_args(inline=True)
 class ToEvents(Transformer[Token, Any]):
     """Turn the reductions of ``grammars/nccl.lark`` into (timestamp, head, message)."""
@@ -535,26 +560,7 @@ class ToEvents(Transformer[Token, Any]):
     # ---- collectives (spec 2.9)
 
     def coll(self, body: Token) -> Message:
-        words = body.split()
-        op = "unknown"  # 2.3.5 printed no operation name (spec 2.9)
-        if words[0].endswith(":"):
-            op = words.pop(0)[:-1]
-        values: dict[str, Any] = {"op": op, "op_count": int(words[1], 16)}
-        pairs = iter(words[2:])
-        for key in pairs:
-            if key[0] == "[":
-                values["nranks"] = int(key[8:-1])
-            elif key in _COLL_INTS:
-                values[_COLL_INTS[key]] = int(next(pairs))
-            else:
-                values[key] = next(pairs)
-        values.pop("size", None)
-        if op in ("Send", "Recv"):
-            # Point-to-point: the "root" column is the peer; there is no reduction.
-            values["peer"] = values.pop("root", None)
-            values.pop("red_op", None)
-        values.setdefault("comm", "")
-        return Message(NcclCollective, values)
+        return coll_message(body)
 
     def tuning(
         self, name: Token, nbytes: Token, algo: Token, proto: Token, _rest: Token | None
