@@ -101,7 +101,14 @@ def _too_wide(value: object, depth: int = 0) -> bool:
     if isinstance(value, int):
         return not -_INT_LIMIT < value < _INT_LIMIT
     if isinstance(value, tuple) and depth < 3:
-        return any(_too_wide(item, depth + 1) for item in value)
+        # The ints of a list event (a Trees line: 32 channels x 6) are checked in the loop,
+        # not by a call each.
+        for item in value:
+            if type(item) is int:
+                if not -_INT_LIMIT < item < _INT_LIMIT:
+                    return True
+            elif _too_wide(item, depth + 1):
+                return True
     return False
 
 
