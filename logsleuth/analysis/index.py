@@ -336,11 +336,13 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
     order = {"prefix": 5, "world-comm": 4, "manifest": 3, "summary": 2, "file-name": 1}
 
     by_type = index.by_type
+    family_of: dict[type, str] = {}
     # Pass 1: streams, communicators, identities.
     for event in events:
-        same = by_type.get(type(event))
+        cls = type(event)
+        same = by_type.get(cls)
         if same is None:
-            same = by_type[type(event)] = []
+            same = by_type[cls] = []
         same.append(event)
         origin = event.origin
         stream: Stream = (origin.host, origin.pid)
@@ -360,13 +362,18 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
                 if proc.first_line is None:
                     proc.first_line = event
                 proc.last_event = event
-            proc.families.add(type(event).__module__.rsplit(".", 1)[-1])
+            family = family_of.get(cls)
+            if family is None:
+                family = family_of[cls] = cls.__module__.rsplit(".", 1)[-1]
+            proc.families.add(family)
             if origin.dev is not None:
                 proc.devices.add(origin.dev)
             if origin.rank is not None:
                 _set_rank(proc, origin.rank, "prefix", order["prefix"])
             if origin.local_rank is not None:
                 proc.local_rank = origin.local_rank
+        if cls is NcclCollective:
+            continue  # most events at scale: nothing below is about them
         if isinstance(event, NcclCommInit):
             inits.append(event)
             if event.bus_id:
