@@ -301,29 +301,34 @@ class CommTopology:
         """Return the ring of ``channel`` in order from rank 0, as far as it is known.
 
         Rank 0's dump is used when complete; otherwise the next-hops each rank reported are
-        followed (networkx walks the successor graph) from the lowest rank.
+        followed from rank 0 (or the lowest rank) while each step has one way on.
         """
         dump = self.dumps.get(channel)
         if dump is not None and not dump.truncated and len(dump.ranks) == self.nranks:
             return dump.ranks
-        import networkx as nx  # a ring walk is rare: only when rank 0's dump is incomplete
-
-        ring = nx.DiGraph()
+        # A successor map (not a networkx graph: at 4,096 ranks, 32 channels of 4,096
+        # edges each cost more to build than the walk needs).
+        ring: dict[int, set[int]] = defaultdict(set)
+        nodes: set[int] = set()
         for (chan, rank), (_prev, nxt, _e) in self.graph_rings.items():
             if chan == channel:
-                ring.add_edge(rank, nxt)
+                ring[rank].add(nxt)
+                nodes.update((rank, nxt))
         for conn in self.ring_conns_of(channel):
             if conn.transport.family != "COLLNET":
-                ring.add_edge(conn.src, conn.dst)
+                ring[conn.src].add(conn.dst)
+                nodes.update((conn.src, conn.dst))
         if dump is not None:
-            nx.add_path(ring, dump.ranks)
-        if ring.number_of_nodes() == 0:
+            nodes.update(dump.ranks)
+            for a, b in zip(dump.ranks, dump.ranks[1:], strict=False):
+                ring[a].add(b)
+        if not nodes:
             return ()
-        start = 0 if 0 in ring else min(ring.nodes)
+        start = 0 if 0 in nodes else min(nodes)
         order = [start]
         seen = {start}
         while True:
-            succ = sorted(s for s in ring.successors(order[-1]) if s not in seen)
+            succ = sorted(s for s in ring.get(order[-1], ()) if s not in seen)
             if len(succ) != 1:
                 break
             order.append(succ[0])
@@ -669,9 +674,12 @@ def _links(topo: CommTopology, aggregated: bool, bad: set[str]) -> tuple[TopoLin
             src, dst = topo.host_of(conn.src), topo.host_of(conn.dst)
         else:
             src, dst = str(conn.src), str(conn.dst)
-        chans, vias = groups.setdefault((src, dst, conn.transport.family), (set(), Counter()))
-        chans.add(conn.channel)
-        vias[conn.via] += 1
+        key = (src, dst, conn.transport.family)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = (set(), Counter())
+        group[0].add(conn.channel)
+        group[1][conn.via] += 1
     links = []
     for (src, dst, family), (chans, vias) in sorted(groups.items()):
         detail = sorted(vias.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
