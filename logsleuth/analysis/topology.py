@@ -246,6 +246,7 @@ class CommTopology:
     _graph: nx.MultiDiGraph | None = None
     _by_channel: dict[int, list[Conn]] | None = None
     _ring: list[Conn] | None = None
+    _labels: dict[int, str] | None = None
     _by_stream: dict[tuple[str | None, int | None], list[RankInfo]] | None = None
 
     @property
@@ -267,9 +268,11 @@ class CommTopology:
         return dict(out)
 
     def host_of(self, rank: int) -> str:
-        """Return the host label of ``rank`` (``?`` when unknown)."""
-        info = self.ranks.get(rank)
-        return (info.host if info else None) or "?"
+        """Return the host label of ``rank`` (``?`` when unknown; asked once the build is done)."""
+        labels = self._labels
+        if labels is None:
+            labels = self._labels = {r: info.host or "?" for r, info in self.ranks.items()}
+        return labels.get(rank, "?")
 
     def ring_conns(self) -> list[Conn]:
         """Return the connections that make up the rings (ring or unknown phase)."""
@@ -611,9 +614,18 @@ def _world_key(index: EvidenceIndex) -> str | None:
 def _fill_from_lines(topo: CommTopology, index: EvidenceIndex) -> None:
     """Add ranks only connection lines name, and device ids only the ``[x]`` fields give."""
     eras: dict[tuple[str | None, int | None], str | None] = {}
+    # Ranks whose host and devices are known learn nothing from more lines (at scale, the
+    # Init lines told nearly everything): one set lookup per line end.
+    known = {
+        rank
+        for rank, info in topo.ranks.items()
+        if info.hostname is not None and info.bus_id is not None and info.nvml_dev is not None
+    }
     for conn in topo.conns:
+        if conn.src in known and conn.dst in known:
+            continue
         for rank, dev in ((conn.src, conn.from_dev), (conn.dst, conn.to_dev)):
-            if rank < 0:
+            if rank < 0 or rank in known:
                 continue
             info = topo.ranks.get(rank)
             if info is None:
@@ -621,7 +633,8 @@ def _fill_from_lines(topo: CommTopology, index: EvidenceIndex) -> None:
             elif (
                 info.hostname is not None and info.bus_id is not None and info.nvml_dev is not None
             ):
-                continue  # nothing left to learn about this rank (at scale: nearly every line)
+                known.add(rank)
+                continue
             if rank == conn.reporter and info.hostname is None:
                 info.hostname = conn.origin.host
                 info.pid = conn.origin.pid
