@@ -105,9 +105,13 @@ class Proc:
         return None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class OpRecord:
-    """One logged collective of one process on one communicator."""
+    """One logged collective of one process on one communicator (not changed once made).
+
+    Not frozen: one is made per kept COLL line (400k at 4,096 ranks), and a frozen
+    dataclass takes two and a half times as long to make.
+    """
 
     op: str
     op_count: int
@@ -332,7 +336,7 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
     index.truncated_sources = {i.source for i in index.inputs if i.truncated}
     comm_of: dict[tuple[str | None, int | None, str], str] = {}
     inits: list[NcclCommInit] = []
-    first_connect: dict[Stream, NcclChannelConnect] = {}
+    first_connect: dict[Stream, NcclChannelConnect | NcclConnectRun] = {}
     order = {"prefix": 5, "world-comm": 4, "manifest": 3, "summary": 2, "file-name": 1}
 
     by_type = index.by_type
@@ -353,15 +357,11 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
         if origin.pid is not None or origin.host is not None:
             proc = index.proc(stream)
             proc.sources.add(event.ref.source)
-            if type(event) is NcclConnectRun:
-                # A run of connection lines: its first and its last line are what was logged.
-                if proc.first_line is None:
-                    proc.first_line = event.connect(0)
-                proc.last_event = event.connect(-1)
-            else:
-                if proc.first_line is None:
-                    proc.first_line = event
-                proc.last_event = event
+            # A run of connection lines stands here for now; its first or last line takes
+            # its place after this pass (one event made per process, not per run).
+            if proc.first_line is None:
+                proc.first_line = event
+            proc.last_event = event
             family = family_of.get(cls)
             if family is None:
                 family = family_of[cls] = cls.__module__.rsplit(".", 1)[-1]
@@ -397,14 +397,16 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
                 index.proc(stream).net_plugin = plugin.group(1)
         elif isinstance(event, NcclNetwork):
             index.proc(stream).network = event.name
-        elif isinstance(event, NcclChannelConnect):
+        elif isinstance(event, NcclChannelConnect) or type(event) is NcclConnectRun:
             first_connect.setdefault(stream, event)
-        elif type(event) is NcclConnectRun:
-            if stream not in first_connect:
-                first_connect[stream] = event.connect(0)
         elif type(event).__module__.endswith("model.torch") and not isinstance(event, ChildFailure):
             index.torch.append(event)
 
+    for proc in index.procs.values():
+        if type(proc.first_line) is NcclConnectRun:
+            proc.first_line = proc.first_line.connect(0)
+        if type(proc.last_event) is NcclConnectRun:
+            proc.last_event = proc.last_event.connect(-1)
     # Communicators, keyed as every view keys them (split children sharing a printed id apart).
     key_of_init: dict[int, str] = {}
     for init, key in zip(inits, communicator_keys(inits), strict=True):
@@ -465,7 +467,8 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
                 break
     # A process logs its own connections: it is the sending side of a "send" (or undirected
     # ring) line and the receiving side of a "receive" line. Weakest of all sources.
-    for stream, connect in first_connect.items():
+    for stream, seen in first_connect.items():
+        connect = seen.connect(0) if isinstance(seen, NcclConnectRun) else seen
         owner = index.procs.get(stream)
         if owner is not None and owner.rank is None and stream != (None, None):
             own = connect.to_rank if connect.direction == "receive" else connect.from_rank
