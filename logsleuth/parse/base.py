@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from logsleuth.model.base import NO_ORIGIN, Event, Origin
+from logsleuth.model.base import NO_ORIGIN, Event, InputSummary, Origin
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,3 +90,15 @@ class Reader(ABC):
     def close(self, sink: Sink) -> None:
         """End of input: emit whatever block is still open (marked truncated if cut)."""
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class InputResult:
+    """What reading one input gave: its events in input order and its line accounting."""
+
+    events: tuple[Event, ...]
+    summary: InputSummary
+    unrecognized_samples: tuple[tuple[int, str], ...] = ()
+    """Up to a few (line, text) examples of unrecognized lines, for the data-gaps section."""
+    unrecognized_lines: tuple[int, ...] = ()
+    """Every unrecognized line's number, only when read with ``audit=True`` (coverage)."""

@@ -21,8 +21,9 @@ from rich.table import Table
 from logsleuth.errors import InputError
 from logsleuth.model.nccl import NcclUnrecognized, NcclVersionRange
 from logsleuth.parse.clean import clean, strip_prefixes
+from logsleuth.parse.decode import decoded_lines
 from logsleuth.parse.discover import InputSource, discover
-from logsleuth.parse.dispatch import decoded_lines, read_input
+from logsleuth.parse.dispatch import read_input
 from logsleuth.parse.nccl_compact import line_shape
 from logsleuth.parse.nccl_line import nccl_message
 

@@ -1,5 +1,5 @@
 """A file of py-spy dumps read straight through the stack reader gives what the line
-dispatcher gives (dispatch._read_plain_dump), on every fixture and on edited copies."""
+dispatcher gives (lines._read_plain_dump), on every fixture and on edited copies."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from logsleuth.parse import dispatch, stacks
+from logsleuth.parse import lines, stacks
 from logsleuth.parse.discover import InputSource
 from logsleuth.parse.dispatch import InputResult, read_input
 
@@ -40,7 +40,7 @@ EDITS = {
 def _read(name: str, data: bytes, *, fast: bool, monkeypatch: pytest.MonkeyPatch) -> InputResult:
     with monkeypatch.context() as patch:
         if not fast:
-            patch.setattr(dispatch, "_read_plain_dump", lambda *args: None)
+            patch.setattr(lines, "_read_plain_dump", lambda *args: None)
         stacks._parse_line.cache_clear()
         return read_input(InputSource(name=name, path=None, data=data), 5, audit=True)
 
@@ -64,14 +64,14 @@ def test_a_dump_file_reads_the_same_straight_or_line_by_line(
 def test_a_plain_dump_file_takes_the_straight_path(monkeypatch: pytest.MonkeyPatch) -> None:
     data = (ROOT / "real/stacks/pyspy-0.4.3_py3.8_blocking.txt").read_bytes()
     taken: list[str] = []
-    straight = dispatch._read_plain_dump
+    straight = lines._read_plain_dump
 
     def spy(source: InputSource, *args: object) -> InputResult | None:
         result = straight(source, *args)  # type: ignore[arg-type]
         taken.append("straight" if result is not None else "by line")
         return result
 
-    monkeypatch.setattr(dispatch, "_read_plain_dump", spy)
+    monkeypatch.setattr(lines, "_read_plain_dump", spy)
     read_input(InputSource(name="d.txt", path=None, data=data))
     assert taken == ["straight"]
 

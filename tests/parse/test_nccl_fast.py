@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from benchmarks.synth import generate
 from logsleuth.model.nccl import NcclChannelConnect, NcclConnectRun
-from logsleuth.parse import dispatch
+from logsleuth.parse import lines
 from logsleuth.parse.discover import InputSource
 from logsleuth.parse.dispatch import InputError, InputResult, read_input
 
@@ -28,12 +28,12 @@ FIXTURES = ROOT / "fixtures"
 def _read_both(source: InputSource, monkeypatch: pytest.MonkeyPatch) -> tuple[object, object]:
     outcomes = []
     for fast in (True, False):
-        monkeypatch.setattr(dispatch, "FAST_LANE", fast)
+        monkeypatch.setattr(lines, "FAST_LANE", fast)
         try:
             outcomes.append(read_input(source, keep_ops=8))
         except InputError as exc:
             outcomes.append((type(exc).__name__, str(exc)))
-    monkeypatch.setattr(dispatch, "FAST_LANE", True)
+    monkeypatch.setattr(lines, "FAST_LANE", True)
     return outcomes[0], outcomes[1]
 
 
@@ -104,18 +104,18 @@ _LINES = [
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.sampled_from(_LINES), min_size=1, max_size=40), st.booleans())
-def test_random_mixes_read_the_same_both_ways(lines: list[str], newline_at_end: bool) -> None:
-    data = ("\n".join(lines) + ("\n" if newline_at_end else "")).encode()
+def test_random_mixes_read_the_same_both_ways(mix: list[str], newline_at_end: bool) -> None:
+    data = ("\n".join(mix) + ("\n" if newline_at_end else "")).encode()
     source = InputSource(name="mix.log", path=None, data=data)
     outcomes = []
     for fast in (True, False):
-        dispatch.FAST_LANE = fast
+        lines.FAST_LANE = fast
         try:
             outcomes.append(read_input(source, keep_ops=8))
         except InputError as exc:
             outcomes.append((type(exc).__name__, str(exc)))
         finally:
-            dispatch.FAST_LANE = True
+            lines.FAST_LANE = True
     assert outcomes[0] == outcomes[1]
     if isinstance(outcomes[0], InputResult):
         connects = [e for e in outcomes[0].events if isinstance(e, NcclChannelConnect)]
