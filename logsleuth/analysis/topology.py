@@ -25,6 +25,7 @@ from logsleuth.analysis.index import EvidenceIndex, Proc, communicator_keys
 from logsleuth.model.base import Event, Origin
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.nccl import (
+    ConnectFields,
     NcclChannelConnect,
     NcclCommInit,
     NcclConnected,
@@ -165,7 +166,7 @@ class Conn:
 
     def __init__(
         self,
-        row: tuple[int, int | None, int, str | None, int, str | None, str | None, str],
+        row: ConnectFields,
         phase: str,
         origin: Origin,
         event: NcclChannelConnect | None = None,
@@ -611,16 +612,17 @@ def _world_key(index: EvidenceIndex) -> str | None:
     return largest.key if largest.nranks == index.world_size else None
 
 
+def _fully_known(info: RankInfo) -> bool:
+    """Say whether a connection line can still teach anything about this rank."""
+    return info.hostname is not None and info.bus_id is not None and info.nvml_dev is not None
+
+
 def _fill_from_lines(topo: CommTopology, index: EvidenceIndex) -> None:
     """Add ranks only connection lines name, and device ids only the ``[x]`` fields give."""
     eras: dict[tuple[str | None, int | None], str | None] = {}
     # Ranks whose host and devices are known learn nothing from more lines (at scale, the
     # Init lines told nearly everything): one set lookup per line end.
-    known = {
-        rank
-        for rank, info in topo.ranks.items()
-        if info.hostname is not None and info.bus_id is not None and info.nvml_dev is not None
-    }
+    known = {rank for rank, info in topo.ranks.items() if _fully_known(info)}
     for conn in topo.conns:
         if conn.src in known and conn.dst in known:
             continue
@@ -630,9 +632,7 @@ def _fill_from_lines(topo: CommTopology, index: EvidenceIndex) -> None:
             info = topo.ranks.get(rank)
             if info is None:
                 info = topo.ranks[rank] = RankInfo(rank=rank)
-            elif (
-                info.hostname is not None and info.bus_id is not None and info.nvml_dev is not None
-            ):
+            elif _fully_known(info):
                 known.add(rank)
                 continue
             if rank == conn.reporter and info.hostname is None:

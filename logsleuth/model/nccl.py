@@ -218,11 +218,13 @@ class NcclChannelConnect(Event):
     """The ``/c`` after the channel number (2.12.7+): a connection index, not a count."""
 
 
+ConnectFields = tuple[int, "int | None", int, "str | None", int, "str | None", "str | None", str]
+"""A connection line's values: (channel, conn_index, from_rank, from_dev, to_rank, to_dev,
+direction, transport), the fields of :class:`NcclChannelConnect` in that order."""
 ConnectRow = tuple[
     int, int, "int | None", int, "str | None", int, "str | None", "str | None", str, str
 ]
-"""One line of a :class:`NcclConnectRun`: (line number, channel, conn_index, from_rank, from_dev,
-to_rank, to_dev, direction, transport, the line's text)."""
+"""One line of a :class:`NcclConnectRun`: its line number, its :data:`ConnectFields`, its text."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

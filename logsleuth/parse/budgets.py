@@ -21,6 +21,9 @@ PICKLE_OBJECTS = 1_000_000
 as often as it is reached (a ``billion laughs`` pickle is small but expands without bound)."""
 GZIP_BYTES = 4 << 30
 """Decompressed bytes read from one ``.gz`` input; the rest is a data gap."""
+INT_LIMIT = 1 << 64
+"""No NCCL, torch or py-spy field is this wide: a number past it is damaged or crafted, and its
+line is counted unrecognized."""
 LINE_CHARS = 1 << 20
 """Characters kept of one physical line; the rest of an overlong line is dropped."""
 DIR_DEPTH = 64

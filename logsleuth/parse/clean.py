@@ -41,7 +41,7 @@ _QUOTE = re.compile(r"(?:> ?)+")
 # A pasted markdown fence: the whole line (```text) is an artefact, a glued one (```host:..) not.
 _FENCE_LINE = re.compile(r"\s*(?:```|~~~)[\w+.-]*\s*$")
 _FENCE = re.compile(r"```|~~~")
-_PREFIX_FIRST = frozenset("[(>0123456789`~ ")
+PREFIX_FIRST = frozenset("[(>0123456789`~ ")
 """First characters of every prefix that needs no numbering scheme."""
 _RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 
@@ -218,7 +218,7 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
     Returns the remaining text and an Origin hint with what the prefixes said. Prefixes
     nest in any order (``[80746] [rank0]:[E321 ...`` or ``[1,3]<stdout>:[2024-..] host:..``).
     """
-    if numbering is None and line[:1] not in _PREFIX_FIRST and "[repeated" not in line:
+    if numbering is None and line[:1] not in PREFIX_FIRST and "[repeated" not in line:
         return line, NO_ORIGIN  # the common case: nothing to strip
     hint = NO_ORIGIN
     text = line

@@ -44,19 +44,18 @@ from logsleuth.parse.ras import looks_like_ras_json, parse_ras_json
 # without a dataclasses.fields() call per object (see pickling.py).
 pickling.install()
 
-_INT_LIMIT = 1 << 64
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def _too_wide(value: object, depth: int = 0) -> bool:
     if isinstance(value, int):
-        return not -_INT_LIMIT < value < _INT_LIMIT
+        return not -budgets.INT_LIMIT < value < budgets.INT_LIMIT
     if isinstance(value, tuple) and depth < 3:
         # The ints of a list event (a Trees line: 32 channels x 6) are checked in the loop,
         # not by a call each.
         for item in value:
             if type(item) is int:
-                if not -_INT_LIMIT < item < _INT_LIMIT:
+                if not -budgets.INT_LIMIT < item < budgets.INT_LIMIT:
                     return True
             elif _too_wide(item, depth + 1):
                 return True

@@ -18,7 +18,7 @@ from logsleuth.model.messages import SectionHeader
 from logsleuth.parse.base import InputResult, Line, Reader, Sink
 from logsleuth.parse.catalog import load_catalog
 from logsleuth.parse.clean import (
-    _PREFIX_FIRST,
+    PREFIX_FIRST,
     begins_line,
     clean,
     detect_numbering,
@@ -337,7 +337,7 @@ def _read_plain_dump(
     dispatcher's per-line work (prefix stripping, section headers, the offer order) cost
     four times the dump's own. The result is the one the dispatcher gives, because here
     every line reaches the stack reader as it stands: nothing in the text is changed by
-    cleaning or prefix stripping (``_NOT_PLAIN``, ``_PREFIX_FIRST``), no line is a wrapped
+    cleaning or prefix stripping (``_NOT_PLAIN``, ``PREFIX_FIRST``), no line is a wrapped
     piece or holds a launcher tag, the first line is declined by the NCCL and torch readers
     (offered first, as the dispatcher does; the NCCL lanes of the chunk loop want a
     ``host:pid:tid`` start, which ``Process`` is not) and every later line arrives while
@@ -370,7 +370,7 @@ def _read_plain_dump(
         if not line.strip():
             blank += 1
             continue
-        if line[:1] in _PREFIX_FIRST and line[:1] != " ":
+        if line[:1] in PREFIX_FIRST and line[:1] != " ":
             return None
         if not feed(number, line, sink):
             return None

@@ -25,10 +25,12 @@ import re
 from typing import TYPE_CHECKING
 
 from logsleuth.model.base import NO_ORIGIN, Origin, SourceRef
-from logsleuth.model.nccl import NcclChannelConnect, NcclConnectRun, NcclWarn
+from logsleuth.model.nccl import ConnectRow, NcclConnectRun, NcclWarn
 from logsleuth.parse.base import Sink
+from logsleuth.parse.budgets import INT_LIMIT
+from logsleuth.parse.clean import PREFIX_FIRST
 from logsleuth.parse.nccl_line import _origin, _parse, _terminals, info_head
-from logsleuth.parse.nccl_transform import CONNECT_FIELDS, Message, connect_row
+from logsleuth.parse.nccl_transform import connect_message, connect_row
 
 if TYPE_CHECKING:
     from logsleuth.model.base import Event
@@ -39,10 +41,6 @@ CONNECTS_SEEN = 8
 """Connection lines per stream whose shapes are looked at for release features."""
 _LONG = 1022
 """NCCL cut lines at 1023 bytes up to 2.28.9: a line this long may have lost its end."""
-_WIDE = 1 << 64
-"""A number this wide is damaged or crafted: the long way drops its line (not a whole run)."""
-_FIRST_CHARS = frozenset("[(>0123456789`~ ")
-"""First characters of launcher prefixes (``clean._PREFIX_FIRST``): the long way strips them."""
 _FOREIGN = ("]:", ">:", "&", "[repeated", "ChildFailedError")
 _FOREIGN_AT = re.compile("|".join(map(re.escape, _FOREIGN))).search
 """Text that makes the dispatcher look twice at a line (launcher tags, HTML entities, Ray's
@@ -86,10 +84,7 @@ class FastLane:
         share = self._shared.setdefault
         shared_via = self._shared_vias.setdefault
         source = self.source
-        rows: list[
-            tuple[int, int, int | None, int, str | None, int, str | None, str | None, str, str]
-        ]
-        rows = []
+        rows: list[ConnectRow] = []
         run_head = ""
         run_origin = NO_ORIGIN
         lines = taken = 0
@@ -115,7 +110,7 @@ class FastLane:
             line = text[pos:stop]
             if (
                 not line
-                or line[0] in _FIRST_CHARS
+                or line[0] in PREFIX_FIRST  # a launcher prefix: the long way strips it
                 or len(line) >= _LONG
                 or not line.isprintable()
                 or _FOREIGN_AT(line) is not None
@@ -134,15 +129,13 @@ class FastLane:
             via = body[connect.end() :] if connect is not None else ""
             if connect is not None and via.strip():
                 row = connect_row(connect.group(), via)
-                if max(abs(row[0]), abs(row[1] or 0), abs(row[2]), abs(row[4])) >= _WIDE:
-                    break
+                if max(abs(row[0]), abs(row[1] or 0), abs(row[2]), abs(row[4])) >= INT_LIMIT:
+                    break  # the long way drops that line alone, not the whole run
                 stream = self.versions.get((head.host, head.pid))
                 if stream.exact is None and stream.connects <= CONNECTS_SEEN:
                     # The first few connection lines of a stream narrow its release range
                     # (spec 5): they go through the reader's own event path for that.
-                    fields = dict(zip(CONNECT_FIELDS, row, strict=True))
-                    message = Message(NcclChannelConnect, fields)
-                    self._event(line, (None, head, message), no, line, NO_ORIGIN)
+                    self._event(line, (None, head, connect_message(row)), no, line, NO_ORIGIN)
                 if prefix != run_head:
                     flush()
                     run_head = prefix

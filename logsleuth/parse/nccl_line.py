@@ -24,7 +24,16 @@ from logsleuth.model.messages import LogMessage
 from logsleuth.model.nccl import NcclUnrecognized, NcclWarn
 from logsleuth.parse.grammar import load_parser, terminal_pattern, terminal_regex
 from logsleuth.parse.messages import typed_message
-from logsleuth.parse.nccl_transform import Head, Message, Parsed, ToEvents, coll_message, head_of
+from logsleuth.parse.nccl_transform import (
+    Head,
+    Message,
+    Parsed,
+    ToEvents,
+    coll_message,
+    connect_message,
+    connect_row,
+    head_of,
+)
 
 _STAMP = re.compile(
     r"(?:(\d{4})-(\d\d)-(\d\d)[T ]|([A-Z][a-z]{2}) +(\d\d?) )?(\d\d):(\d\d):(\d\d)(?:[.,](\d+))?"
@@ -175,11 +184,6 @@ def _terminals() -> tuple[re.Pattern[str], ...]:
     return tuple(terminal_regex(parser, n) for n in ("INFO_HEAD", "COLL_MSG", "CHANNEL_CONNECT"))
 
 
-_TRANSFORMER = ToEvents()
-# Bound once: lark's v_args wraps a Transformer method anew on every attribute access.
-_CHANNEL_CONNECT = _TRANSFORMER.channel_connect
-
-
 def warm_up() -> None:
     """Build the parser and the terminal regexes now (before forking workers that share them)."""
     _terminals()
@@ -283,9 +287,9 @@ def _parse_frequent(text: str) -> Parsed | None:
     ``INFO_HEAD COLL_MSG`` (every collective) and ``INFO_HEAD CHANNEL_CONNECT REST`` (one
     per channel, peer and direction) are single terminals in ``grammars/nccl.lark``, and
     in the state after ``INFO_HEAD`` no terminal of higher priority matches their text;
-    so a line whose parts match those terminals reduces to the same Transformer
-    callbacks, which are called directly here (a fifth of the parser's cost). Anything
-    else, a timestamped line included, goes to the parser.
+    so a line whose parts match those terminals is read by what the Transformer's callbacks
+    call (``connect_row``/``connect_message``, ``coll_message``), without the parser.
+    Anything else, a timestamped line included, goes to the parser.
     """
     head_re, coll_re, connect_re = _terminals()
     head = head_re.match(text)
@@ -297,7 +301,7 @@ def _parse_frequent(text: str) -> Parsed | None:
         found = connect_re.match(body)
         rest = body[found.end() :] if found is not None else ""
         if found is not None and rest.strip():
-            message = _CHANNEL_CONNECT(Token("CHANNEL_CONNECT", found.group()), Token("REST", rest))
+            message = connect_message(connect_row(found.group(), rest))
     elif "opCount " in body and coll_re.fullmatch(body) is not None:
         message = coll_message(body)
     if message is None:

@@ -16,6 +16,7 @@ from lark import Token, Transformer, v_args
 
 from logsleuth.model.base import Event
 from logsleuth.model.nccl import (
+    ConnectFields,
     NcclCall,
     NcclChannelConnect,
     NcclCollective,
@@ -159,10 +160,8 @@ CONNECT_FIELDS = (
 )
 """The fields :func:`connect_row` returns, in order (those of :class:`NcclChannelConnect`)."""
 
-ConnectRow = tuple[int, "int | None", int, "str | None", int, "str | None", "str | None", str]
 
-
-def connect_row(head: str, via: str) -> ConnectRow:
+def connect_row(head: str, via: str) -> ConnectFields:
     """Take apart a ``CHANNEL_CONNECT`` terminal and the ``via`` text after it.
 
     ``Channel 00/0 : 37[5] -> 36[4] [send] via``: fixed word positions. The values are
@@ -183,6 +182,11 @@ def connect_row(head: str, via: str) -> ConnectRow:
         words[6][1:-1] if len(words) == 8 else None,
         via.strip(),
     )
+
+
+def connect_message(fields: ConnectFields) -> Message:
+    """The message of a connection line whose values :func:`connect_row` took apart."""
+    return Message(NcclChannelConnect, dict(zip(CONNECT_FIELDS, fields, strict=True)))
 
 
 def coll_message(body: str) -> Message:
@@ -447,9 +451,7 @@ class ToEvents(Transformer[Token, Any]):
         return "graph", (int(prev), int(me), int(nxt))
 
     def channel_connect(self, head: Token, via: Token) -> Message:
-        return Message(
-            NcclChannelConnect, dict(zip(CONNECT_FIELDS, connect_row(head, via), strict=True))
-        )
+        return connect_message(connect_row(head, via))
 
     def collnet_connect(self, head: Token, via: Token) -> Message:
         # "CollNet 00/0 : 0 [send] via": the rank talks to the network collective (-1).
