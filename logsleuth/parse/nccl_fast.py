@@ -80,7 +80,7 @@ class FastLane:
         line at ``pos`` is not for the lane. The caller must not call this while a reader
         is busy, a wrapped line is held, or a prefix scheme or section header applies.
         """
-        head_re, _coll, connect_re = _terminals()
+        head_re, _coll, connect_re, *_others = _terminals()
         share = self._shared.setdefault
         shared_via = self._shared_vias.setdefault
         source = self.source

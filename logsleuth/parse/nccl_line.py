@@ -30,9 +30,12 @@ from logsleuth.parse.nccl_transform import (
     Parsed,
     ToEvents,
     coll_message,
+    comm_config_message,
+    comm_state_message,
     connect_message,
     connect_row,
     head_of,
+    trees_message,
 )
 
 _STAMP = re.compile(
@@ -179,9 +182,18 @@ def _catalog_message(event: NcclUnrecognized) -> LogMessage | None:
 
 @cache
 def _terminals() -> tuple[re.Pattern[str], ...]:
-    """Return the grammar's own INFO_HEAD, COLL_MSG and CHANNEL_CONNECT regexes, compiled."""
+    """Return the grammar's own INFO_HEAD, COLL_MSG, CHANNEL_CONNECT, COMM_STATE, COMM_CONFIG
+    and TREE_ITEM regexes, compiled."""
     parser = _parser()
-    return tuple(terminal_regex(parser, n) for n in ("INFO_HEAD", "COLL_MSG", "CHANNEL_CONNECT"))
+    names = ("INFO_HEAD", "COLL_MSG", "CHANNEL_CONNECT", "COMM_STATE", "COMM_CONFIG", "TREE_ITEM")
+    return tuple(terminal_regex(parser, n) for n in names)
+
+
+@cache
+def _trees_line() -> re.Pattern[str]:
+    """Rule ``"Trees" TREE_ITEM*`` as one regex: the keyword, then items between blanks (WS)."""
+    blank, item = _term("WS"), _term("TREE_ITEM")
+    return re.compile(f"Trees(?:(?:{blank})?(?:{item}))*(?:{blank})?")
 
 
 def warm_up() -> None:
@@ -282,16 +294,19 @@ def partial_fields(found: re.Match[str] | None) -> dict[str, str | None]:
 
 
 def _parse_frequent(text: str) -> Parsed | None:
-    """Parse the two most frequent line kinds by their grammar terminals alone, or None.
+    """Parse the most frequent line kinds by their grammar terminals alone, or None.
 
-    ``INFO_HEAD COLL_MSG`` (every collective) and ``INFO_HEAD CHANNEL_CONNECT REST`` (one
-    per channel, peer and direction) are single terminals in ``grammars/nccl.lark``, and
-    in the state after ``INFO_HEAD`` no terminal of higher priority matches their text;
-    so a line whose parts match those terminals is read by what the Transformer's callbacks
-    call (``connect_row``/``connect_message``, ``coll_message``), without the parser.
-    Anything else, a timestamped line included, goes to the parser.
+    ``INFO_HEAD COLL_MSG`` (every collective), ``INFO_HEAD CHANNEL_CONNECT REST`` (one per
+    channel, peer and direction), ``INFO_HEAD COMM_STATE`` / ``COMM_CONFIG`` (several per
+    rank and communicator) and ``INFO_HEAD "Trees" TREE_ITEM*`` (one per rank) are made of
+    single terminals in ``grammars/nccl.lark``, and in the state after ``INFO_HEAD`` no
+    terminal of higher priority matches their text; so a line whose parts match those
+    terminals is read by what the Transformer's callbacks call (``connect_row`` /
+    ``connect_message``, ``coll_message``, ``comm_state_message``, ``comm_config_message``,
+    ``trees_message``), without the parser. Anything else, a timestamped line included, goes
+    to the parser.
     """
-    head_re, coll_re, connect_re = _terminals()
+    head_re, coll_re, connect_re, state_re, config_re, tree_re = _terminals()
     head = head_re.match(text)
     if head is None:
         return None
@@ -302,8 +317,16 @@ def _parse_frequent(text: str) -> Parsed | None:
         rest = body[found.end() :] if found is not None else ""
         if found is not None and rest.strip():
             message = connect_message(connect_row(found.group(), rest))
-    elif "opCount " in body and coll_re.fullmatch(body) is not None:
-        message = coll_message(body)
+    elif "opCount " in body:
+        if coll_re.fullmatch(body) is not None:
+            message = coll_message(body)
+    elif body.startswith(("comm ", "nccl", "[Rank ")):
+        if state_re.fullmatch(body) is not None:
+            message = comm_state_message(body)
+        elif config_re.fullmatch(body) is not None:
+            message = comm_config_message(body)
+    elif body.startswith("Trees") and _trees_line().fullmatch(body) is not None:
+        message = trees_message(tree_re.findall(body))
     if message is None:
         return None
     return None, info_head(head.group()), message

@@ -9,6 +9,7 @@ and returns plain values (:class:`Head`, :class:`Message`); no Lark object leave
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -214,6 +215,67 @@ def coll_message(body: str) -> Message:
     return Message(NcclCollective, values)
 
 
+def comm_state_message(body: str) -> Message:
+    """Read a ``COMM_STATE`` terminal (spec 2.2): the grammar's callback and the shortcut of
+    :mod:`logsleuth.parse.nccl_line` both read communicator life-cycle lines here."""
+    # A glued "key 0- Init" splits like "key 0 - Init".
+    words = body.replace("- ", " - ").split()
+    if words[0][0] == "[":
+        words = words[2:]  # "[Rank N]" (2.29.2+) repeats the rank
+    api = None if words[0] == "comm" else words.pop(0)
+    dash = words.index("-")
+    values: dict[str, str] = {}
+    pairs = iter(words[:dash])
+    for key in pairs:
+        values[key] = next(pairs)
+    phase, stage = words[dash + 1], words[dash + 2].rstrip(",")
+    common = {
+        "comm": values["comm"],
+        "rank": int(values["rank"]),
+        "nranks": int(values.get("nranks") or values["nRanks"]),
+        "cuda_dev": _opt_int(values.get("cudaDev")),
+        "bus_id": values.get("busId"),
+    }
+    if phase != "Init":
+        result = words[dash + 4] if len(words) > dash + 4 else None
+        return Message(
+            NcclCommEnd, {**common, "phase": phase, "stage": stage, "result": _opt_int(result)}
+        )
+    fields = {
+        **common,
+        "phase": stage,
+        "nvml_dev": _opt_int(values.get("nvmlDev")),
+        "comm_id": values.get("commId"),
+        "parent": values.get("parent"),
+        "split_count": _opt_int(values.get("splitCount") or values.get("childCount")),
+        "color": _opt_int(values.get("color")),
+        "key": _opt_int(values.get("key")),
+        "api": api,
+    }
+    return Message(NcclCommInit, fields)
+
+
+def comm_config_message(body: str) -> Message:
+    """Read a ``COMM_CONFIG`` terminal (the nNodes/localRanks line, spec 2.2)."""
+    words = body.split()
+    fields = {
+        "comm": words[1],
+        "rank": int(words[3]),
+        "nranks": int(words[5]),
+        "nnodes": int(words[7]),
+        "local_ranks": int(words[9]),
+        "local_rank": int(words[11]),
+        "mnnvl": int(words[13]) if len(words) > 13 else None,
+    }
+    return Message(NcclCommConfig, fields)
+
+
+def trees_message(items: Iterable[str]) -> Message:
+    """Read the ``TREE_ITEM`` terminals of a ``Trees`` line (spec 2.7), one per channel."""
+    channels = tuple(tuple(int(n) for n in _NUMBER.findall(item)) for item in items)
+    return Message(NcclTree, {"channels": channels})
+
+
 @v_args(inline=True)
 class ToEvents(Transformer[Token, Any]):
     """Turn the reductions of ``grammars/nccl.lark`` into (timestamp, head, message)."""
@@ -325,54 +387,10 @@ class ToEvents(Transformer[Token, Any]):
     # ---- communicator life cycle
 
     def comm_state(self, body: Token) -> Message:
-        # A glued "key 0- Init" splits like "key 0 - Init".
-        words = body.replace("- ", " - ").split()
-        if words[0][0] == "[":
-            words = words[2:]  # "[Rank N]" (2.29.2+) repeats the rank
-        api = None if words[0] == "comm" else words.pop(0)
-        dash = words.index("-")
-        values: dict[str, str] = {}
-        pairs = iter(words[:dash])
-        for key in pairs:
-            values[key] = next(pairs)
-        phase, stage = words[dash + 1], words[dash + 2].rstrip(",")
-        common = {
-            "comm": values["comm"],
-            "rank": int(values["rank"]),
-            "nranks": int(values.get("nranks") or values["nRanks"]),
-            "cuda_dev": _opt_int(values.get("cudaDev")),
-            "bus_id": values.get("busId"),
-        }
-        if phase != "Init":
-            result = words[dash + 4] if len(words) > dash + 4 else None
-            return Message(
-                NcclCommEnd, {**common, "phase": phase, "stage": stage, "result": _opt_int(result)}
-            )
-        fields = {
-            **common,
-            "phase": stage,
-            "nvml_dev": _opt_int(values.get("nvmlDev")),
-            "comm_id": values.get("commId"),
-            "parent": values.get("parent"),
-            "split_count": _opt_int(values.get("splitCount") or values.get("childCount")),
-            "color": _opt_int(values.get("color")),
-            "key": _opt_int(values.get("key")),
-            "api": api,
-        }
-        return Message(NcclCommInit, fields)
+        return comm_state_message(body)
 
     def comm_config(self, body: Token) -> Message:
-        words = body.split()
-        fields = {
-            "comm": words[1],
-            "rank": int(words[3]),
-            "nranks": int(words[5]),
-            "nnodes": int(words[7]),
-            "local_ranks": int(words[9]),
-            "local_rank": int(words[11]),
-            "mnnvl": int(words[13]) if len(words) > 13 else None,
-        }
-        return Message(NcclCommConfig, fields)
+        return comm_config_message(body)
 
     # ---- bootstrap, interfaces, network
 
@@ -469,8 +487,7 @@ class ToEvents(Transformer[Token, Any]):
         return Message(NcclChannelConnect, fields)
 
     def trees(self, *items: Token) -> Message:
-        channels = tuple(tuple(int(n) for n in _NUMBER.findall(item)) for item in items)
-        return Message(NcclTree, {"channels": channels})
+        return trees_message(items)
 
     def graph_tree(self, body: Token) -> Message:
         # "Tree 0 : 0 -> 1 -> 2/-1/-1": up -> me -> down0/down1/down2.

@@ -215,8 +215,57 @@ def connect_lines(draw: st.DrawFn) -> str:
     return f"{draw(prefixes('INFO'))}{word} {chan} : {peer} -> {other}{direction} via{rest}"
 
 
+COMM_KEYS = ("cudaDev", "nvmlDev", "busId", "commId", "parent", "color", "key", "splitCount")
+
+
+@st.composite
+def comm_lines(draw: st.DrawFn) -> str:
+    """A communicator line (spec 2.2): Init/Abort/Destroy START/COMPLETE of every era, glued
+    "key 0- Init" children, "[Rank N]" heads, the nNodes/localRanks line; some out of shape."""
+    rank = draw(numbers)
+    config = draw(st.booleans())
+    leads = ["", "ncclCommInitRank ", "ncclCommSplit ", f"[Rank {rank}] "]
+    lead = "" if config else draw(st.sampled_from(leads))
+    words = [f"comm {draw(pointers)} rank {rank}"]
+    words.append(f"{draw(st.sampled_from(['nranks', 'nRanks']))} {draw(numbers)}")
+    if config:
+        words.append(f"nNodes {draw(numbers)} localRanks {draw(numbers)} localRank {draw(numbers)}")
+        if draw(st.booleans()):
+            words.append(f"MNNVL {draw(numbers)}")
+        tail = ""
+    else:
+        for key in draw(st.lists(st.sampled_from(COMM_KEYS), max_size=6)):
+            value = draw(pointers) if key in ("commId", "parent") else draw(numbers)
+            words.append(f"{key} {value}")
+        phase = draw(st.sampled_from(["Init", "Abort", "Destroy", "Revoke", "Init"]))
+        stage = draw(st.sampled_from(["START", "COMPLETE"]))
+        result = draw(st.sampled_from(["", ", result 0", ", result -3"]))
+        tail = f"{draw(st.sampled_from([' - ', '- ', ' -  ']))}{phase} {stage}{result}"
+    space = draw(st.sampled_from(["", " ", "\t"]))
+    return draw(prefixes("INFO")) + lead + " ".join(words) + tail + space
+
+
+tree_items = st.tuples(*(st.integers(-1, 4096) for _ in range(6))).map(
+    lambda n: f"[{abs(n[0])}] {n[1]}/{n[2]}/{n[3]}->{n[4]}->{n[5]}"
+)
+
+
+@st.composite
+def trees_lines(draw: st.DrawFn) -> str:
+    """A ``Trees`` line (spec 2.7): channels between blanks, glued, cut or followed by text."""
+    items = draw(st.lists(tree_items, max_size=8))
+    glue = draw(st.sampled_from([" ", "", "  ", "\t"]))
+    tail = draw(st.sampled_from(["", " ", " [3] 1/2", " x"]))
+    return draw(prefixes("INFO")) + "Trees" + glue + glue.join(items) + tail
+
+
 base_lines = st.one_of(
-    catalog_lines(), coll_lines(), connect_lines(), st.sampled_from(sorted(real_lines()))
+    catalog_lines(),
+    coll_lines(),
+    connect_lines(),
+    comm_lines(),
+    trees_lines(),
+    st.sampled_from(sorted(real_lines())),
 )
 
 
@@ -245,9 +294,25 @@ def test_the_fast_path_agrees_with_the_grammar(text: str) -> None:
 
 
 @EXAMPLES
-@given(st.one_of(coll_lines(), connect_lines()))
+@given(st.one_of(coll_lines(), connect_lines(), comm_lines(), trees_lines()))
 def test_the_fast_path_answers_for_its_own_lines_as_the_grammar_does(text: str) -> None:
     check_fast_path(text)
+
+
+def test_the_fast_path_reads_communicator_and_trees_lines() -> None:
+    # Each line kind of the fast path is taken by it, not left to the parser.
+    examples: list[str] = []
+
+    @settings(max_examples=200, deadline=None, derandomize=True)
+    @given(st.one_of(comm_lines(), trees_lines()))
+    def collect(text: str) -> None:
+        examples.append(text)
+
+    collect()
+    taken = [t for t in examples if _parse_frequent(t) is not None]
+    assert sum("- Init " in t for t in taken) > 3
+    assert sum("localRanks" in t for t in taken) > 3
+    assert sum("Trees" in t for t in taken) > 3
 
 
 @EXAMPLES
@@ -268,7 +333,7 @@ def test_generated_lines_are_mostly_accepted() -> None:
     examples: list[str] = []
 
     @settings(max_examples=200, deadline=None, derandomize=True)
-    @given(st.one_of(catalog_lines(), coll_lines(), connect_lines()))
+    @given(st.one_of(catalog_lines(), coll_lines(), connect_lines(), comm_lines(), trees_lines()))
     def collect(text: str) -> None:
         examples.append(text)
 
