@@ -52,6 +52,8 @@ NUMBERING_SCHEMES: dict[str, re.Pattern[str]] = {
     "pdsh": re.compile(r"([A-Za-z][\w.\-]{0,62}): "),
 }
 """Prefixes that are only trusted when a whole file carries them."""
+_NCCL_WRITER = re.compile(r"[^\s:\[\]]+:\d+:\d+ (?:\[-?\d+\] |NCCL )")
+"""The ``host:pid:tid`` an NCCL line begins with (see ``_LINE_START``)."""
 _NUMBERED = re.compile(r"\s*\d|\[\d|[A-Za-z][\w.\-]{0,62}: ")
 """What every line a numbering scheme matches begins with."""
 
@@ -185,7 +187,12 @@ def detect_numbering(sample: Sequence[str]) -> str | None:
             found = [m for line in lines if (m := pattern.match(line))]
             labels = {m.group(1) for m in found}
             echoed = any(m.string.startswith(f"{m.group(1)}:", m.end()) for m in found)
-            if echoed and len(labels) * 4 <= len(found):
+            # Without an NCCL line to echo it (a stack dump, a launcher log run under
+            # pdsh), a label must look like a host name: it holds a digit.
+            hostlike = not any(_NCCL_WRITER.search(m.string) for m in found) and all(
+                any(c.isdigit() for c in label) for label in labels
+            )
+            if (echoed or hostlike) and len(labels) * 4 <= len(found):
                 return name
             continue
         values = [int(n) for n in numbers]
@@ -194,6 +201,32 @@ def detect_numbering(sample: Sequence[str]) -> str | None:
         if rising * 10 >= (len(values) - 1) * 8:
             return name
     return None
+
+
+_FRAME_ONLY = re.compile(r"[ \t]+(?:File \"|\S.* \(.+:\d+\)$|\S+ = )")
+"""A py-spy frame (``    func (file.py:12)``), one of its ``--locals`` lines or a faulthandler
+frame (``  File "x.py", line 3``): the indentation belongs to the format."""
+
+
+def detect_indent(sample: Sequence[str]) -> str:
+    """Return the blanks every non-blank line of ``sample`` (cleaned lines) begins with, or "".
+
+    A paste indented as a markdown code block (or a quoted e-mail) moves every line right;
+    no log format indents all of its lines, except a stack dump cut down to its frames,
+    whose indentation is its own: a sample whose least indented lines are all frame lines
+    keeps it.
+    """
+    lines = [line for line in sample if line.strip()]
+    if len(lines) < 2 or not all(line[0] in " \t" for line in lines):
+        return ""
+    indents = [line[: len(line) - len(line.lstrip(" \t"))] for line in lines]
+    common = min(indents, key=len)
+    while common and not all(indent.startswith(common) for indent in indents):
+        common = common[:-1]
+    least = [line for line, indent in zip(lines, indents, strict=True) if indent == common]
+    if not common or all(_FRAME_ONLY.match(line) for line in least):
+        return ""
+    return common
 
 
 def _epoch(text: str, fraction: str | None = None) -> float | None:
@@ -212,6 +245,28 @@ def _with(hint: Origin, **changes: Any) -> Origin:
     return Origin(**changes) if hint is NO_ORIGIN else replace(hint, **changes)
 
 
+def _label_fields(numbering: str | None, found: re.Match[str]) -> dict[str, Any]:
+    """What a numbering prefix says about the writer: an srun label its rank, pdsh its host."""
+    if numbering == "srun":
+        return {"rank": int(found.group(1))}
+    if numbering == "pdsh":
+        return {"host": found.group(1)}
+    return {}
+
+
+def strip_numbering(line: str, numbering: str) -> tuple[str, Origin] | None:
+    """Strip the numbering prefix of scheme ``numbering`` from the start of ``line``.
+
+    Returns the rest and what the prefix said, or None when the line does not begin with
+    one. Each physical line carries its own, so it goes before wrapped pieces are joined.
+    """
+    found = NUMBERING_SCHEMES[numbering].match(line)
+    if found is None:
+        return None
+    fields = _label_fields(numbering, found)
+    return line[found.end() :], Origin(**fields) if fields else NO_ORIGIN
+
+
 def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin]:
     """Strip every launcher/collector prefix at the start of ``line``.
 
@@ -226,10 +281,7 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
     for _ in range(6):
         before = text
         if scheme is not None and (m := scheme.match(text)):
-            if numbering == "srun":
-                hint = _with(hint, rank=int(m.group(1)))
-            elif numbering == "pdsh":
-                hint = _with(hint, host=m.group(1))
+            hint = _with(hint, **_label_fields(numbering, m))
             text = text[m.end() :]
             scheme = None  # a file is numbered once
         if text.startswith("["):

@@ -21,9 +21,11 @@ from logsleuth.parse.clean import (
     PREFIX_FIRST,
     begins_line,
     clean,
+    detect_indent,
     detect_numbering,
     detect_wrap,
     line_starts,
+    strip_numbering,
     strip_prefixes,
 )
 from logsleuth.parse.decode import decoded_chunks
@@ -69,9 +71,14 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
     chunks = decoded_chunks(source)
     first = next(chunks, "")
     sample = [clean(raw) for raw in first.split("\n", _SAMPLE_LINES)[:_SAMPLE_LINES]]
+    indent = detect_indent(sample)
+    if indent:
+        sample = [line.removeprefix(indent) for line in sample]
     numbering = detect_numbering(sample)
+    if numbering is not None:
+        sample = [_unnumbered(line, numbering)[0] for line in sample]
     wrap = detect_wrap(sample)
-    if numbering is None and wrap is None and first.startswith(_DUMP_HEADER):
+    if not indent and numbering is None and wrap is None and first.startswith(_DUMP_HEADER):
         # A py-spy dump file: read whole by the stack reader when it holds nothing else.
         # The text comes in one piece, or two when its last line has no newline.
         more = list(itertools.islice(chunks, 2))
@@ -87,6 +94,8 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
     # Physical lines a terminal wrapped at ``wrap`` columns are read as one; the lines
     # after the first count with it.
     joined: dict[int, list[int]] = {}
+    labels: dict[int, tuple[Origin, str]] = {}
+    """Line number -> what its numbering prefix said and the prefix, where it was taken off."""
     held: list[tuple[int, str]] = []
     # Readers change their busy state only when fed, so it is asked after each slow line only.
     busy = False
@@ -128,7 +137,13 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
 
     def feed(number: int, cleaned: str) -> None:
         nonlocal blank, busy, section
-        text, hint = strip_prefixes(cleaned, numbering)
+        numbered = labels.pop(number, None) if labels else None
+        if numbered is None:
+            text, hint = strip_prefixes(cleaned, numbering)
+        else:
+            text, hint = strip_prefixes(cleaned)
+            hint = _merge_hints(hint, numbered[0])  # as in strip_prefixes: inner prefixes win
+            cleaned = numbered[1] + cleaned  # evidence quotes the line as written
         if not text.strip():
             blank += 1
             return
@@ -205,8 +220,12 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
         feed(first_no, text)
 
     def take(number: int, cleaned: str) -> None:
-        if held and not continues(held[-1][1], cleaned):
-            flush_held()
+        if held:
+            piece = _continued(held[0][1], cleaned)
+            if continues(held[-1][1], piece):
+                cleaned = piece
+            else:
+                flush_held()
         held.append((number, cleaned))
         if not wrapped(cleaned) or len(held) >= _MAX_WRAPPED:
             flush_held()
@@ -232,9 +251,10 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
     is_nccl = _NCCL_LINE.search
     # A run of COLL lines of the hot shape is taken in one regex match (NcclReader.take_run);
     # a prefix scheme would change the text, so numbered or wrapped files go line by line.
-    take_run = nccl.take_run if numbering is None and wrap is None else None
+    plain = numbering is None and wrap is None and not indent
+    take_run = nccl.take_run if plain else None
     # Runs of plain NCCL INFO lines skip the per-line dispatch (NcclReader.take_lines).
-    take_lines = nccl.take_lines if FAST_LANE else None
+    take_lines = nccl.take_lines if FAST_LANE and not indent else None
     chunk = first
     for chunk in itertools.chain((first,), chunks):
         pos, end = 0, len(chunk)
@@ -257,7 +277,15 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
             if stop < 0:
                 stop = end
             total += 1
-            take(total, clean(chunk[pos:stop]))
+            line = clean(chunk[pos:stop])
+            if indent:
+                line = line.removeprefix(indent)
+            if numbering is not None:
+                # The label of each physical line goes before wrapped pieces are joined.
+                line, label = _unnumbered(line, numbering)
+                if label is not None:
+                    labels[total] = label
+            take(total, line)
             pos = stop + 1
     flush_held()
     for reader in (*readers, broken_summary):
@@ -418,6 +446,31 @@ def _begins_message(text: str) -> bool:
     """Return True when ``text`` begins with a whole known message (the catalog's)."""
     found = load_catalog().match(text)
     return found is not None and found.whole and found.start == 0
+
+
+def _continued(first: str, piece: str) -> str:
+    """``piece`` as the continuation of the wrapped line that began with ``first``.
+
+    A collector or launcher that prefixes every physical line (``[rank0]:``, a CRI
+    timestamp, ``> `` quote markers) prefixes the pieces of a wrapped message too: when
+    both carry prefixes, the piece joins without its own.
+    """
+    if piece[:1] not in PREFIX_FIRST or first[:1] not in PREFIX_FIRST:
+        return piece
+    bare = strip_prefixes(piece)[0]
+    if bare == piece or strip_prefixes(first)[0] == first:
+        return piece
+    return bare
+
+
+def _unnumbered(line: str, numbering: str) -> tuple[str, tuple[Origin, str] | None]:
+    """``line`` without the file's numbering prefix, and what the prefix said and the prefix
+    itself (None when the line has none)."""
+    stripped = strip_numbering(line, numbering)
+    if stripped is None:
+        return line, None
+    rest, hint = stripped
+    return rest, (hint, line[: len(line) - len(rest)])
 
 
 def _unlabelled(text: str, hint: Origin) -> Iterator[tuple[str, Origin]]:

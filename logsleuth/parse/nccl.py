@@ -64,6 +64,8 @@ _BARE_COLL = re.compile(BARE_COLL)
 """How far before the level word a partial prefix is looked for."""
 _STAMP_BEFORE = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\] $")
 _CUT_BYTES = (1022, 1023)
+_WRAP_MIN = 60
+"""The narrowest hard wrap (a terminal's or a ticket's width) a held unknown line may have had."""
 """Up to 2.28.9 NCCL cut every line to 1023 bytes (a WARN shows 1022: its first byte is \\n)."""
 _CUT_LISTS = (NcclRing, NcclTree, NcclNetDevices)
 """Events whose last item is unreliable when their line was cut."""
@@ -71,6 +73,22 @@ _CONNECTS_SEEN = 8
 """Transport lines per stream whose shapes are looked at for release features."""
 _REJOIN_WINDOW = 20_000
 """Physical lines within which a torn line's tail is looked for (blocks are 4-8 KiB)."""
+
+
+def _unknown(event: Event) -> bool:
+    """An NCCL line whose message no grammar rule or catalog entry names (a WARN of no
+    known family included)."""
+    return type(event) is NcclUnrecognized or (type(event) is NcclWarn and event.family == "other")
+
+
+def _says_more(held: Event, joined: Event) -> bool:
+    """Whether a held line joined with the next one reads as more than the held line did:
+    a known message where there was none, or a WARN of a known family it did not have."""
+    if not joined.RECOGNIZED or _unknown(joined):
+        return False
+    if type(held) is NcclWarn and type(joined) is NcclWarn:
+        return joined.family != held.family
+    return _unknown(held)
 
 
 @dataclass(slots=True)
@@ -99,11 +117,17 @@ class NcclReader(FastLane, CollCompaction, NcclBlocks, Reader):
         self._init_compaction(keep_ops)
         self._init_lane()
         self._fragments: dict[tuple[str | None, int | None], _Fragment] = {}
+        self._cut: tuple[_Fragment, Event] | None = None
+        """An NCCL line whose message nothing knows, held for one line: a hard wrap (a
+        terminal, a ticket) may have put the rest of its message on the next line."""
         self._hosts: set[str] = set()
         self.versions = VersionTracker()
 
     def feed(self, line: Line, sink: Sink) -> bool:
         """Offer ``line``; take it when it has an NCCL prefix or continues an open WARN."""
+        if self._cut is not None and line.no > self._cut[0].number + 1:
+            sink.emit(self._cut[1])  # the next line went elsewhere: nothing to join
+            self._cut = None
         text = line.text
         dump_line = self._dump is not None or text.startswith("ACTIVE OPS")
         if dump_line and self._feed_dump(line, sink):
@@ -139,9 +163,39 @@ class NcclReader(FastLane, CollCompaction, NcclBlocks, Reader):
         message = parsed[2]
         if message is not None and message.continuation and isinstance(event, NcclWarn):
             self._open_warn(event, line.no, message.continuation)
+        elif len(text) >= _WRAP_MIN and (_unknown(event) or isinstance(event, NcclWarn)):
+            if self._cut is not None:
+                sink.emit(self._cut[1])
+            self._cut = (_Fragment(line.no, text, line.hint), event)
         else:
             sink.emit(event)
         return True
+
+    def _join_cut(self, line: Line, sink: Sink) -> bool:
+        """Join ``line``, which no reader took, to the held line before it; True when the
+        two read as a message the held line alone did not say.
+
+        A hard wrap cuts anywhere, a blank included: the pieces are joined as they stand,
+        then with one blank between them.
+        """
+        assert self._cut is not None
+        fragment, event = self._cut
+        if line.no != fragment.number + 1:
+            return False
+        tail = line.text.rstrip()
+        for joined in (fragment.text + tail, f"{fragment.text.rstrip()} {tail.lstrip()}"):
+            parsed = _parse(joined)
+            if parsed is None or parsed[1] is None:
+                continue
+            raw = fragment.text + line.raw.strip()
+            whole = _build(
+                joined, parsed, SourceRef(self.source, fragment.number), raw, fragment.hint
+            )
+            if _says_more(event, whole):
+                self._cut = None
+                sink.emit(whole, (fragment.number, line.no))
+                return True
+        return False
 
     def _partial(self, text: str, line: Line) -> list[Event]:
         """Read the NCCL messages of a line whose prefixes are partial or foreign.
@@ -312,7 +366,11 @@ class NcclReader(FastLane, CollCompaction, NcclBlocks, Reader):
 
         The tail of a torn line has no prefix, so its writer is unknown: the oldest open
         fragment whose joined text the grammar recognizes takes it (a heuristic; spec 4.3).
+        The line right after a long line of unknown message or a WARN may be the rest of
+        it, wrapped.
         """
+        if self._cut is not None and self._join_cut(line, sink):
+            return True
         if not self._fragments:
             return False
         for key, fragment in sorted(self._fragments.items(), key=lambda kv: kv[1].number):
@@ -349,6 +407,9 @@ class NcclReader(FastLane, CollCompaction, NcclBlocks, Reader):
 
     def close(self, sink: Sink) -> None:
         """Emit the open WARN or dump, unjoined fragments, kept COLL lines, release ranges."""
+        if self._cut is not None:
+            sink.emit(self._cut[1])
+            self._cut = None
         self.close_warn(sink)
         self.close_dump(sink, complete=False)
         self.close_ras(sink)

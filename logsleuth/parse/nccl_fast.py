@@ -169,8 +169,8 @@ class FastLane:
                     if parsed is None or parsed[1] is None or parsed[0] is not None:
                         break
                     said = parsed[2]
-                    if said is not None and (said.continuation or said.cls is NcclWarn):
-                        break
+                    if said is None or said.continuation or said.cls is NcclWarn:
+                        break  # an unknown message may be wrapped: the long way holds it
                     # A number too wide is dropped with its event after reading, as ever.
                     sink.emit(self._event(line, parsed, no, line, NO_ORIGIN))
                     offered.add(no)

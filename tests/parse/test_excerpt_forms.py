@@ -1,0 +1,147 @@
+"""Evidence pasted into a ticket reads as the file it came from.
+
+A paste is indented as a code block, labelled per line by pdsh, prefixed per physical line
+by a collector (a CRI timestamp, ``[rank0]:``, ``> `` quote markers) even where the program
+wrapped a message over two lines, or hard-wrapped by a terminal or a ticket. Each form is
+built here from real lines; the corpus-wide check that verdicts survive these forms is in
+``tests/test_corpus.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from logsleuth.model.nccl import NcclUnrecognized, NcclWarn
+from logsleuth.model.stacks import StackDump
+from logsleuth.parse.clean import detect_indent, detect_numbering
+from logsleuth.parse.discover import InputSource
+from logsleuth.parse.dispatch import InputResult, read_input
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "fixtures" / "real" / "corpus"
+
+
+def read(text: str, name: str = "paste.log") -> InputResult:
+    return read_input(InputSource(name=name, path=None, data=text.encode()))
+
+
+def shape(result: InputResult) -> list[tuple[str, int]]:
+    """What a reader made of a file: each event's kind and line."""
+    return [(type(e).__name__, e.ref.line) for e in result.events]
+
+
+PYSPY = (CORPUS / "018-pyspy-stale-jit-filebaton-lock" / "pyspy_rank0.txt").read_text()
+RAS = (CORPUS / "232-ncclras-mismatch-30-stragglers-not-listed" / "ncclras_status.txt").read_text()
+
+
+# ---------------------------------------------------------------- indentation
+
+
+def test_a_code_block_indent_is_found_and_a_frames_only_fragment_keeps_its_own() -> None:
+    assert detect_indent(["    NCCL version 2.26.2", "", "    Job summary", "\tx"]) == ""
+    assert detect_indent(["    NCCL version 2.26.2", "      Job summary", "    ====="]) == "    "
+    # A py-spy dump cut down to its frames: the indentation is the format's.
+    frames = ["    wait (torch/utils/file_baton.py:42)", "    load (deepspeed/builder.py:480)"]
+    assert detect_indent(frames) == ""
+    faulthandler = ['  File "train.py", line 12 in main', '  File "x.py", line 3 in <module>']
+    assert detect_indent(faulthandler) == ""
+    assert detect_indent(["    only one line"]) == ""
+
+
+@pytest.mark.parametrize("text", [PYSPY, RAS], ids=["py-spy dump", "NCCL RAS status"])
+def test_an_indented_paste_reads_as_the_file_itself(text: str) -> None:
+    plain = read(text)
+    indented = read("\n".join("    " + line if line else line for line in text.split("\n")))
+    assert shape(indented) == shape(plain)
+    assert indented.summary.recognized == plain.summary.recognized
+    assert indented.summary.unrecognized == plain.summary.unrecognized
+
+
+# ---------------------------------------------------------------- pdsh labels
+
+
+def test_pdsh_labels_on_a_stack_dump_name_the_host_and_leave_the_frames() -> None:
+    labelled = "\n".join(f"gpu-node17: {line}" for line in PYSPY.split("\n"))
+    assert detect_numbering(labelled.split("\n")[:200]) == "pdsh"
+    result = read(labelled, "pyspy_rank0.txt")
+    dumps = [e for e in result.events if isinstance(e, StackDump)]
+    plain = [e for e in read(PYSPY, "pyspy_rank0.txt").events if isinstance(e, StackDump)]
+    assert [len(t.frames) for d in dumps for t in d.threads] == [
+        len(t.frames) for d in plain for t in d.threads
+    ]
+    assert {d.origin.host for d in dumps} == {"gpu-node17"}
+    assert result.summary.unrecognized == 0
+
+
+def test_words_before_a_colon_are_no_host_labels() -> None:
+    # "Epoch: 3" / "loss: 0.1" lines hold no digit in their label: not pdsh.
+    lines = [f"{word}: {n}" for n in range(20) for word in ("Epoch", "loss", "lr")]
+    assert detect_numbering(lines) is None
+
+
+def test_a_label_that_no_nccl_line_echoes_is_no_host_label() -> None:
+    # NCCL lines name their host: a label that is not one of them is not pdsh's.
+    nccl = "gpu-a01:4721:4790 [0] NCCL INFO Connected all rings"
+    assert detect_numbering([f"node17: {nccl}"] * 10) is None
+    assert detect_numbering([f"gpu-a01: {nccl}"] * 10) == "pdsh"
+
+
+# ---------------------------------------------------------------- wrapped pieces
+
+
+WATCHDOG = (
+    "[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught "
+    "collective operation timeout: ",
+    "WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, "
+    "Timeout(ms)=600000) ran for 600060 milliseconds before timing out.",
+)
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    ["", "2026-03-21T02:07:08.408271257Z stderr F ", "> ", "gpu-node17: "],
+    ids=["bare", "cri", "quote", "pdsh"],
+)
+def test_a_wrapped_message_joins_without_the_prefix_of_its_second_piece(prefix: str) -> None:
+    text = "\n".join(prefix + piece for piece in WATCHDOG) + "\n"
+    result = read(text * 3)
+    assert result.summary.unrecognized == 0
+    # One event per message, quoting its whole text; no prefix in the middle of it.
+    timeouts = [e for e in result.events if "Watchdog caught" in e.text]
+    assert [e.ref.line for e in timeouts] == [1, 3, 5]
+    for event in timeouts:
+        assert "ran for 600060 milliseconds" in event.text
+        assert prefix.strip() == "" or event.text.count(prefix.strip()) == 1
+
+
+NVLS = (
+    "c2ce1c877ea3:1023:1032 [0] NCCL INFO NVLS Bind mem 0xac0000000 UC handle 0x7f3310ccb240 "
+    "MC handle 0x7f3310ccaa20 size 1073741824"
+)
+IB_WARN = (
+    "task-646--1-mhpnk:91:123 [0] transport/net_ib.cc:881 NCCL WARN NET/IB : Got completion "
+    "from peer 172.17.127.143<49577> with error 12, opcode 1, len 0, vendor err 129"
+)
+
+
+@pytest.mark.parametrize("line", [NVLS, IB_WARN], ids=["catalog INFO", "IB WARN"])
+@pytest.mark.parametrize("width", [72, 80, 100])
+def test_a_line_hard_wrapped_once_reads_as_the_whole_line(line: str, width: int) -> None:
+    whole = read(line + "\n")
+    wrapped = read(line[:width] + "\n" + line[width:] + "\n")
+    assert wrapped.summary.recognized == 2 and wrapped.summary.unrecognized == 0
+    assert [type(e) for e in wrapped.events] == [type(e) for e in whole.events]
+    event = wrapped.events[0]
+    if isinstance(event, NcclWarn):
+        assert event.family == whole.events[0].family != "other"
+
+
+def test_an_unknown_line_is_not_joined_to_a_line_that_does_not_complete_it() -> None:
+    # A message no rule or catalog entry knows stays itself; the next line stays its own.
+    unknown = "gpu-a01:4721:4790 [0] NCCL INFO Some message no release of NCCL ever printed, 12"
+    result = read(f"{unknown}\nEpoch 3 done\n{unknown}\n")
+    kinds = [type(e) for e in result.events]
+    assert kinds.count(NcclUnrecognized) == 2
+    assert [e.ref.line for e in result.events if isinstance(e, NcclUnrecognized)] == [1, 3]
