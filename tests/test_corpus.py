@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,51 @@ def test_corpus_score(figures: list[tuple[str, str]]) -> None:
     assert share >= SCORE_FLOOR, "\n".join(lines)
     # healthy only when proven: no failure case may come out healthy.
     assert not healthy_wrong, healthy_wrong
+
+
+PASTE_FORMS: dict[str, Callable[[int, str], str]] = {
+    "indented as a code block": lambda n, line: f"    {line}",
+    "quoted in a reply": lambda n, line: f"> {line}",
+    "from a Kubernetes CRI log": lambda n, line: (
+        f"2026-03-21T02:07:{n % 60:02d}.123456789Z stderr F {line}"
+    ),
+    "stamped by a collector": lambda n, line: f"2026-03-21 02:07:{n % 60:02d},123 {line}",
+    "from syslog": lambda n, line: f"Mar 21 02:07:{n % 60:02d} {line}",
+    "with CRLF line ends": lambda n, line: f"{line}\r",
+}
+"""Ways a ticket's excerpt differs from the file it was cut from, line by line."""
+
+
+def _pasted(case: Path, form: Callable[[int, str], str], into: Path) -> list[str]:
+    """Write the case's text inputs as pasted in ``form`` under ``into`` (JSON as it is)."""
+    paths = []
+    for source in _inputs(case):
+        path = Path(source)
+        target = into / path.relative_to(case)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        raw = path.read_bytes()
+        if path.suffix in (".json", ".gz") or raw.lstrip()[:1] in (b"{", b"["):
+            target.write_bytes(raw)
+        else:
+            lines = raw.decode("utf-8", errors="replace").split("\n")
+            target.write_text("\n".join(form(n, line) for n, line in enumerate(lines)))
+        paths.append(str(target))
+    return paths
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name[:3])
+def test_the_verdict_survives_the_ways_evidence_is_pasted(case: Path, tmp_path: Path) -> None:
+    # Issue excerpts come indented, quoted, behind a collector's prefix on every line:
+    # the verdict, its kind and its culprit, is the one the files themselves give.
+    truth = json.loads((case / "truth.json").read_text())
+    verdict = build_json(analyze(_inputs(case)).diagnosis)["verdict"]
+    assert isinstance(verdict, dict)
+    expected = score_case(verdict, truth)
+    for name, form in PASTE_FORMS.items():
+        pasted = _pasted(case, form, tmp_path / name.replace(" ", "-"))
+        got = build_json(analyze(pasted).diagnosis)["verdict"]
+        assert isinstance(got, dict)
+        assert score_case(got, truth) == expected, (name, verdict["kind"], got["kind"])
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda p: p.name[:3])

@@ -11,17 +11,19 @@ is healthy only when the evidence shows completion or progress:
   with no wrong values.
 
 A proof covers the processes it names. A proof that names no process (a launcher's
-summary, a benchmark's closing line) covers the processes that wrote to the same input,
-or every process when the evidence holds only one.
+summary, a benchmark's closing line) covers the processes that wrote to the same input
+before it (a process whose lines begin after a closing summary is another run, pasted
+below it), or every process when the evidence holds only one.
 """
 
 from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from logsleuth.analysis.index import EvidenceIndex, Stream
+from logsleuth.analysis.index import EvidenceIndex, Proc, Stream
 from logsleuth.analysis.rules.stacks import proc_stacks
 from logsleuth.model.base import Event
 from logsleuth.model.messages import LogMessage
@@ -66,6 +68,9 @@ class HealthProof:
     sources: frozenset[str]
     everyone: bool = False
     """It covers every process of the job (the job as a whole exited 0)."""
+    until: frozenset[tuple[str, int]] = frozenset()
+    """Per input, the last line that says it (a proof naming no process covers the
+    processes that wrote there before it); empty: no bound."""
 
 
 def _message(event: Event) -> str:
@@ -115,6 +120,7 @@ def health_proofs(index: EvidenceIndex) -> list[HealthProof]:
                 tuple(finished[:2]),
                 frozenset(),
                 frozenset(e.ref.source for e in finished),
+                until=_last_lines(finished),
             )
         )
     texts: list[Event] = [*index.all_of(LogMessage), *index.all_of(TorchUnrecognized)]
@@ -128,6 +134,7 @@ def health_proofs(index: EvidenceIndex) -> list[HealthProof]:
                 (event,),
                 frozenset({stream}) if named and stream != (None, None) else frozenset(),
                 frozenset({event.ref.source}),
+                until=_last_lines([event]),
             )
         )
     rows = [e for e in texts if _clean_row(_message(e))]
@@ -138,6 +145,7 @@ def health_proofs(index: EvidenceIndex) -> list[HealthProof]:
                 tuple(rows[-1:]),
                 frozenset(),
                 frozenset(e.ref.source for e in rows),
+                until=_last_lines(rows),
             )
         )
     moving = [p for p in proc_stacks(index) if p.moved]
@@ -174,14 +182,33 @@ def unproven_streams(index: EvidenceIndex, proofs: list[HealthProof]) -> list[St
         if stream in covered or index.rank_of(*stream) in ranks_covered:
             continue
         proc = index.procs[stream]
-        if anonymous and (len(streams) == 1 or proc.sources & _sources(anonymous)):
+        if anonymous and (len(streams) == 1 or _before_proof(proc, anonymous)):
             continue
         left.append(stream)
     return left
 
 
-def _sources(proofs: list[HealthProof]) -> set[str]:
-    found: set[str] = set()
+def _last_lines(events: Sequence[Event]) -> frozenset[tuple[str, int]]:
+    """Per input, the last line of ``events``."""
+    last: dict[str, int] = {}
+    for event in events:
+        last[event.ref.source] = max(last.get(event.ref.source, 0), event.ref.line)
+    return frozenset(last.items())
+
+
+def _before_proof(proc: Proc, proofs: list[HealthProof]) -> bool:
+    """Whether ``proc`` wrote to an input of one of ``proofs`` before the proof's line."""
+    first = proc.first_line
     for proof in proofs:
-        found |= proof.sources
-    return found
+        bounds = dict(proof.until)
+        for source in proc.sources & proof.sources:
+            bound = bounds.get(source)
+            starts_after = (
+                bound is not None
+                and first is not None
+                and first.ref.source == source
+                and first.ref.line > bound
+            )
+            if not starts_after:
+                return True
+    return False

@@ -14,6 +14,7 @@ a single line, so they are only stripped when most of a file carries them
 
 from __future__ import annotations
 
+import calendar
 import html
 import re
 from collections.abc import Iterator, Sequence
@@ -50,11 +51,18 @@ NUMBERING_SCHEMES: dict[str, re.Pattern[str]] = {
     "bracket": re.compile(r"\[(\d{1,9})\]\s(?=\S)"),
     "srun": re.compile(r"\s*(\d{1,6}):\s"),
     "pdsh": re.compile(r"([A-Za-z][\w.\-]{0,62}): "),
+    # A collector's time without brackets: ISO date and time (``ts``, log shippers) ...
+    "stamp": re.compile(r"(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d)(?:[.,](\d+))? "),
+    # ... or syslog's (journalctl, /var/log/messages), with the host and program[pid].
+    "syslog": re.compile(
+        r"([A-Z][a-z]{2}) +(\d\d?) (\d\d:\d\d:\d\d)(?:[.,]\d+)?"
+        r"(?: ([A-Za-z][\w.\-]{0,62}) [\w.\-/]{1,64}?\[(\d{1,9})\]:)? "
+    ),
 }
 """Prefixes that are only trusted when a whole file carries them."""
 _NCCL_WRITER = re.compile(r"[^\s:\[\]]+:\d+:\d+ (?:\[-?\d+\] |NCCL )")
 """The ``host:pid:tid`` an NCCL line begins with (see ``_LINE_START``)."""
-_NUMBERED = re.compile(r"\s*\d|\[\d|[A-Za-z][\w.\-]{0,62}: ")
+_NUMBERED = re.compile(r"\s*\d|\[\d|[A-Za-z][\w.\-]{0,62}: |[A-Z][a-z]{2} +\d")
 """What every line a numbering scheme matches begins with."""
 
 
@@ -179,7 +187,7 @@ def detect_numbering(sample: Sequence[str]) -> str | None:
         numbers = [m.group(1) for line in lines if (m := pattern.match(line))]
         if len(numbers) * 10 < len(lines) * 6:
             continue
-        if name == "srun":
+        if name in ("srun", "stamp", "syslog"):
             return name
         if name == "pdsh":
             # pdsh labels name a few hosts, and the NCCL lines behind them name the same
@@ -246,12 +254,36 @@ def _with(hint: Origin, **changes: Any) -> Origin:
 
 
 def _label_fields(numbering: str | None, found: re.Match[str]) -> dict[str, Any]:
-    """What a numbering prefix says about the writer: an srun label its rank, pdsh its host."""
+    """What a numbering prefix says about the writer: an srun label its rank, pdsh its host,
+    a collector's stamp the time (syslog's also the host and pid)."""
     if numbering == "srun":
         return {"rank": int(found.group(1))}
     if numbering == "pdsh":
         return {"host": found.group(1)}
+    if numbering == "stamp":
+        return {"time": _epoch(found.group(1), found.group(2))}
+    if numbering == "syslog":
+        month, day, clock, host, pid = found.groups()
+        fields: dict[str, Any] = {"time": _syslog_seconds(month, day, clock)}
+        if host is not None:
+            fields["host"] = host
+        if pid is not None:
+            fields["pid"] = int(pid)
+        return fields
     return {}
+
+
+_MONTHS = {name: number for number, name in enumerate(calendar.month_abbr) if name}
+
+
+def _syslog_seconds(month: str, day: str, clock: str) -> float | None:
+    """POSIX seconds of a syslog time, which has no year: 1970's, as the NCCL reader reads
+    the same form in front of an NCCL prefix (only differences between times are used)."""
+    number = _MONTHS.get(month)
+    if number is None or not 1 <= int(day) <= 31:
+        return None
+    hour, minute, second = (int(part) for part in clock.split(":"))
+    return float(calendar.timegm((1970, number, int(day), hour, minute, second, 0, 0, 0)))
 
 
 def strip_numbering(line: str, numbering: str) -> tuple[str, Origin] | None:

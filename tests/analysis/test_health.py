@@ -64,6 +64,22 @@ def test_a_second_process_without_proof_keeps_it_unproven(tmp_path: Path) -> Non
     assert "gpu-a01" in finding.title and "4711" in finding.title
 
 
+def test_a_run_pasted_below_a_finished_one_keeps_it_unproven(tmp_path: Path) -> None:
+    # One paste, two runs: the benchmark's rows cover the processes above them, not the
+    # stuck one whose lines begin after them.
+    (tmp_path / "paste.txt").write_text(NCCL_TESTS_OK + INIT_ONLY, encoding="utf-8")
+    d = analyze([str(tmp_path)]).diagnosis
+    assert d.verdict.kind == "inconclusive"
+    (finding,) = [f for f in d.findings if f.code == "LS002"]
+    assert "gpu-a01" in finding.title and "4711" in finding.title
+
+
+def test_a_process_that_wrote_before_the_closing_rows_is_covered(tmp_path: Path) -> None:
+    before = INIT_ONLY.replace("gpu-a01:4711", "node1:9823") + NCCL_TESTS_OK
+    (tmp_path / "paste.txt").write_text(before, encoding="utf-8")
+    assert analyze([str(tmp_path)]).diagnosis.verdict.kind == "healthy"
+
+
 def test_rows_with_wrong_values_prove_nothing(tmp_path: Path) -> None:
     log = tmp_path / "all_reduce_perf.log"
     log.write_text(NCCL_TESTS_OK.replace("0.00      0\n", "0.00      3\n"), encoding="utf-8")

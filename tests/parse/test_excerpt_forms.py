@@ -88,6 +88,33 @@ def test_a_label_that_no_nccl_line_echoes_is_no_host_label() -> None:
     assert detect_numbering([f"gpu-a01: {nccl}"] * 10) == "pdsh"
 
 
+# ---------------------------------------------------------------- collectors' stamps
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    ["2026-03-21 02:07:08.408 ", "2026-03-21T02:07:08 ", "Mar 21 02:07:08 ", "Mar  1 02:07:08 "],
+    ids=["iso-space", "iso-t", "syslog", "syslog-day"],
+)
+@pytest.mark.parametrize("text", [PYSPY, RAS], ids=["py-spy dump", "NCCL RAS status"])
+def test_a_collector_stamp_on_every_line_reads_as_the_file_itself(prefix: str, text: str) -> None:
+    plain = read(text)
+    stamped = read("\n".join(prefix + line for line in text.split("\n")))
+    assert shape(stamped) == shape(plain)
+    assert stamped.summary.recognized == plain.summary.recognized
+    assert all(e.origin.time is not None for e in stamped.events)
+
+
+def test_a_journal_line_names_the_host_and_pid_of_its_writer() -> None:
+    journal = "\n".join(
+        f"Mar 21 02:07:{n:02d} gpu-node17 python[46930]: {line}"
+        for n, line in enumerate(PYSPY.split("\n"))
+    )
+    assert detect_numbering(journal.split("\n")) == "syslog"
+    (dump,) = [e for e in read(journal).events if isinstance(e, StackDump)]
+    assert (dump.origin.host, dump.origin.pid) == ("gpu-node17", 46930)
+
+
 # ---------------------------------------------------------------- wrapped pieces
 
 
