@@ -10,6 +10,7 @@ that any change in what logsleuth concludes is reviewed.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -124,6 +125,9 @@ PASTE_FORMS: dict[str, Callable[[int, str], str]] = {
     "stamped by a collector": lambda n, line: f"2026-03-21 02:07:{n % 60:02d},123 {line}",
     "from syslog": lambda n, line: f"Mar 21 02:07:{n % 60:02d} {line}",
     "with CRLF line ends": lambda n, line: f"{line}\r",
+    "with tabs for indentation": lambda n, line: re.sub(
+        "^(?:    )+", lambda m: "\t" * (len(m.group()) // 4), line
+    ),
 }
 """Ways a ticket's excerpt differs from the file it was cut from, line by line."""
 

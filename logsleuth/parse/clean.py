@@ -69,10 +69,14 @@ _NUMBERED = re.compile(r"\s*\d|\[\d|[A-Za-z][\w.\-]{0,62}: |[A-Z][a-z]{2} +\d")
 _ENTITY = re.compile(r"&(?:lt|gt|amp|quot|apos|nbsp|#\d{1,6}|#x[0-9a-fA-F]{1,6});")
 
 
+_TAB_FRAME = re.compile(r"\t+\S.* \(.+:\d+\)$")
+"""A py-spy frame line (``func (file.py:12)``) indented by tabs."""
+
+
 def clean(raw: str) -> str:
     """Remove CR, NUL, other C0 controls and ANSI escapes from one decoded line.
 
-    HTML entities of a page copied as source (``&lt;``, ``&quot;``, ``&#39;``) are undone.
+    The leading tabs of a py-spy frame line become 4 blanks each. HTML entities of a page copied as source (``&lt;``, ``&quot;``, ``&#39;``) are undone.
     """
     if "\x1b" in raw:
         raw = _ANSI.sub("", raw)
@@ -84,6 +88,10 @@ def clean(raw: str) -> str:
         raw = raw.replace("\x00", "")
     if "&" in raw and _ENTITY.search(raw):
         raw = html.unescape(raw).replace("\xa0", " ")
+    if raw[:1] == "\t" and _TAB_FRAME.match(raw):
+        # An editor or a paste turned the 4-blank indentation of a py-spy frame into a tab.
+        body = raw.lstrip("\t")
+        raw = "    " * (len(raw) - len(body)) + body
     return raw
 
 

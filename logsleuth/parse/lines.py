@@ -351,7 +351,7 @@ def _line_result(
 _DUMP_HEADER = "Process "
 """How a py-spy dump file begins (``Process 4242: python train.py``)."""
 
-_NOT_PLAIN = ("\x1b", "\r", "\x00", "&", "[repeated", "```", "~~~", " \n")
+_NOT_PLAIN = ("\x1b", "\r", "\x00", "&", "[repeated", "```", "~~~", " \n", "\n\t")
 """Text that :func:`clean` or :func:`strip_prefixes` would change, or a word-wrapped piece
 (a line ending in a blank): a file holding any goes line by line through the dispatcher."""
 
