@@ -257,6 +257,33 @@ def test_a_bundle_whose_dumps_lost_their_headers_keeps_its_verdict(tmp_path: Pat
     assert _verdict([bundle]) == whole_verdict
 
 
+@pytest.mark.parametrize(
+    "cut", [("Thread 0x",), ("Fatal Python error", "", "Thread 0x")], ids=["thread", "all"]
+)
+def test_a_faulthandler_dump_in_a_launcher_log_keeps_its_class(
+    tmp_path: Path, cut: tuple[str, ...]
+) -> None:
+    """The live size-mismatch bundle: a faulthandler dump (no rank prefix) in the launcher log,
+    its ``Thread`` line (or the ``Fatal Python error`` line too) cut: still one in all_reduce."""
+    bundle = tmp_path / "bundle"
+    shutil.copytree(FIXTURES / "live" / "size-mismatch", bundle)
+    (bundle / "diagnosis.json").unlink(missing_ok=True)
+    whole_verdict = _verdict([bundle])
+    log = bundle / "launcher.log"
+    lines = log.read_text().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith("Thread 0x"))
+    first = at - len(cut) + 1
+    assert [
+        line.rstrip("\n")[: len(c)] for line, c in zip(lines[first : at + 1], cut, strict=True)
+    ] == list(cut)
+    log.write_text("".join(lines[:first] + lines[at + 1 :]))
+    assert whole_verdict == ("collective-mismatch", [], [("", "collective")])
+    assert _verdict([bundle]) == whole_verdict
+    report = build_json(analyze([str(bundle)]).diagnosis)
+    (stack_class,) = report["stacks"]["classes"]
+    assert stack_class["collective"] == "all_reduce"
+
+
 def test_a_faulthandler_excerpt_without_its_thread_line() -> None:
     text = (
         '  File "/home/train/job/fh_dump.py", line 12 in step\n'
