@@ -609,7 +609,8 @@ class StackReader(Reader):
         if run is not None and run.lines[-1][0].no == line.no:
             return False  # the same line offered again from behind a prefix
         if not isinstance(shape, (_FrameShape, _Note, _Local)):
-            self._run = None
+            # Not cleared: the dispatcher may offer this line again from behind an unknown
+            # prefix, as a frame; the next line's number tells whether the run goes on.
             return False
         fmt = shape.fmt if isinstance(shape, (_FrameShape, _Note)) else PYSPY
         if (
@@ -632,7 +633,6 @@ class StackReader(Reader):
             run.python = run.python or not shape.frame.native
         elif isinstance(shape, _Note):
             if fmt != PYSPY:  # faulthandler's notes (``  ...``) do not extend a run
-                self._run = None
                 return False
             run.stack_lines += 1  # a --locals header
         run.lines.append((line, shape))

@@ -307,6 +307,24 @@ def test_the_rank_comes_from_the_launcher_prefix_of_a_headless_run() -> None:
     assert (dump.origin.local_rank, dump.text) == (3, text.splitlines()[0])
 
 
+@pytest.mark.parametrize(
+    "prefix", ["2024-03-18T17:38:50.208Z ", "[pod/trainer-0/pytorch] ", "> ", "3: "]
+)
+def test_a_headless_run_behind_a_collector_prefix(prefix: str) -> None:
+    text = "".join(
+        f"{prefix}{line}\n"
+        for line in (
+            "    all_reduce (torch/distributed/distributed_c10d.py:3252)",
+            "    train_step (hang_dist.py:15)",
+        )
+    )
+    result = read(text.encode(), "job.log")
+    (dump,) = result.events
+    assert isinstance(dump, StackDump)
+    assert [f.func for f in dump.threads[0].frames] == ["all_reduce", "train_step"]
+    assert result.summary.recognized == 2
+
+
 def test_a_locals_excerpt_cut_mid_frame() -> None:
     """py-spy --locals: variable lines of a frame that was cut are taken from the first frame."""
     text = (
