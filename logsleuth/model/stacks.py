@@ -78,7 +78,12 @@ def format_frame_line(fmt: str, frame: Frame) -> str | None:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ThreadStack:
-    """One thread's stack, innermost frame first."""
+    """One thread's stack, innermost frame first.
+
+    ``tid``, ``name`` and ``state`` are None where the dump does not say them; all three
+    are None for the frames of an excerpt cut above its thread's header line (the dump is
+    then ``truncated``).
+    """
 
     tid: int | None
     name: str | None

@@ -6,6 +6,23 @@ consecutive lines into one :class:`~logsleuth.model.stacks.StackDump` per proces
 (docs/stack-dump-formats.md sections 1, 3 and 7). Blank lines never reach a reader, so the
 gap they leave in the line numbers is what tells two faulthandler dumps apart (threads of
 one dump are separated by a blank line, consecutive dumps are not).
+
+An excerpt cut above its first ``Thread`` line (a paste into a ticket) still holds a dump:
+frame lines outside any dump open a *headless* one, with one thread whose id, name and
+state are unknown (None, as for any value a dump does not print), under this rule:
+
+* A frame line right after a line that opens a dump (``Thread``, ``Process``, ``Python v``,
+  ``Current thread``, ``Fatal Python error:``, ...) belongs to that dump, as always.
+* Otherwise a *run* is needed: at least two consecutive lines (no blank line between, one
+  writer by their prefixes) of one format, each a frame line or, for py-spy, a ``--locals``
+  header (``        Arguments:`` / ``        Locals:``), with ``--locals`` variable lines
+  allowed inside it; at least one of its frames is a Python frame (py-spy ``(file.py:N)``,
+  not a ``(libc.so.6)`` location). A lone ``    word (file.py:12)`` line, or two lines like
+  ``    batch_size (int)``, stays what it was.
+
+The first lines of a run are declined while it is being recognized, so every other reader
+still sees them; a line another reader took ends the run. Once the run qualifies, its lines
+are named in the dump's event like any other.
 """
 
 from __future__ import annotations
@@ -46,6 +63,18 @@ _STARTS = (
     "thread '",
 )
 """First words of the lines that can open a dump; other lines skip the parser when idle."""
+
+_FRAME_LIKE = re.compile(
+    r' {4}\S.* \([^()]*\)$| {1,2}File (?:".*"|\?\?\?), line (?:\d+|\?\?\?) in '
+)
+"""A line that may be a py-spy or faulthandler frame line (``frame_line`` / ``fh_frame`` of
+``pyspy.lark`` decide); other indented lines skip the parser while no dump is open."""
+
+_LOCALS_INDENT = " " * 8
+"""py-spy ``--locals`` lines are indented at least this far (header 8, variables 12)."""
+
+_MAX_RUN = 256
+"""Frame lines held while a headless run waits for a Python frame; more start it afresh."""
 
 _ROOT_FUNCS = frozenset({"<module>", "_bootstrap", "_run_module_as_main"})
 """Outermost frames of a complete stack: a script, a ``threading`` thread, ``python -m``."""
@@ -336,6 +365,8 @@ class _DumpBuilder:
     threads: list[_ThreadBuilder] = field(default_factory=list)
     last_no: int = 0
     last_was_frame: bool = False
+    headless: bool = False
+    """Its first thread's header line is missing (cut away above the first frame)."""
 
     def take(self, line: Line, *, frame: bool = False) -> None:
         self.lines.append(line.no)
@@ -351,8 +382,10 @@ class _DumpBuilder:
     def add_frame(self, frame: Frame, no: int) -> None:
         """Add ``frame``, printed on line ``no``, to the last thread."""
         if not self.threads:
-            # A headerless excerpt: the frames still belong to some thread.
+            # The excerpt lost the thread's header line: the frames still belong to a thread,
+            # one whose id, name and state are unknown.
             self.threads.append(_ThreadBuilder(None, None, None))
+            self.headless = True
         thread = self.threads[-1]
         if thread.locals:
             thread.flush_locals()
@@ -376,12 +409,14 @@ class _DumpBuilder:
     def looks_cut(self) -> bool:
         """Guess whether the dump ended early.
 
-        It did when the argv never reached its ``Python`` line, or when the last thread's
-        outermost frame is not where stacks start (a script, a thread, ``python -m``).
+        It did when the argv never reached its ``Python`` line, when it holds no thread (a
+        dumper prints at least one), when its first thread lost its header line, or when the
+        last thread's outermost frame is not where stacks start (a script, a thread,
+        ``python -m``).
         """
-        if self.in_header:
+        if self.in_header or self.headless or not self.threads:
             return True
-        if not self.threads or not self.threads[-1].frames:
+        if not self.threads[-1].frames:
             return False
         outermost = self.threads[-1].frames[-1]
         return not outermost.native and outermost.func.rsplit(".", 1)[-1] not in _ROOT_FUNCS
@@ -444,6 +479,28 @@ class _ErrorBuilder:
     details: list[str] = field(default_factory=list)
 
 
+@dataclass(slots=True)
+class _Run:
+    """Frame lines outside any dump that may yet open a headless one (module docstring)."""
+
+    fmt: str
+    writer: tuple[str | None, int | None, int | None, int | None]
+    lines: list[tuple[Line, _Shape]] = field(default_factory=list)
+    stack_lines: int = 0
+    """Frame lines and ``--locals`` headers in ``lines``."""
+    python: bool = False
+    """One of the frames is a Python frame."""
+
+    def qualifies(self) -> bool:
+        return self.stack_lines >= 2 and self.python
+
+
+def _writer(line: Line) -> tuple[str | None, int | None, int | None, int | None]:
+    """Who wrote ``line`` as its prefixes say; the lines of one run share it."""
+    hint = line.hint
+    return (hint.host, hint.pid, hint.rank, hint.local_rank)
+
+
 class StackReader(Reader):
     """Assemble py-spy text dumps, py-spy error output and faulthandler dumps into events.
 
@@ -460,6 +517,8 @@ class StackReader(Reader):
         self._error: _ErrorBuilder | None = None
         self._separators: list[int] | None = None
         """Separator lines after a ``--subprocesses`` block, waiting for the next ``Process``."""
+        self._run: _Run | None = None
+        """Frame lines declined so far that may open a headless dump (see :meth:`_extend_run`)."""
 
     def busy(self) -> bool:
         """Return True while a dump, an error message or a subprocess separator run is open."""
@@ -468,7 +527,7 @@ class StackReader(Reader):
     def feed(self, line: Line, sink: Sink) -> bool:
         """Offer ``line``; return True when it belongs to a stack dump or a py-spy error."""
         text = line.text.rstrip()
-        shape = _parse_line(text) if self.busy() or text.startswith(_STARTS) else None
+        shape = _parse_line(text) if self._may_take(text) else None
         if self._error is not None:
             if isinstance(shape, _Error) and not shape.start:
                 self._error.lines.append(line.no)
@@ -487,7 +546,20 @@ class StackReader(Reader):
             if self._continue(line, shape, sink):
                 return True
             self._close(sink)
-        return self._start(line, shape)
+        if self._start(line, shape):
+            self._run = None
+            return True
+        return self._extend_run(line, shape, sink)
+
+    def _may_take(self, text: str) -> bool:
+        """Tell whether ``text`` is worth parsing: only dump lines are, most log lines not."""
+        if self.busy() or text.startswith(_STARTS):
+            return True
+        if text[:1] != " ":
+            return False
+        if self._run is not None and text.startswith(_LOCALS_INDENT):
+            return True
+        return _FRAME_LIKE.match(text) is not None
 
     def feed_plain(self, no: int, text: str, sink: Sink) -> bool:
         """:meth:`feed` line ``no`` as it was read: no prefix stripped, nothing cleaned away.
@@ -525,6 +597,53 @@ class StackReader(Reader):
         if self._dump is not None:
             self._close(sink)
         self._separators = None
+        self._run = None
+
+    def _extend_run(self, line: Line, shape: _Shape | None, sink: Sink) -> bool:
+        """Add ``line`` to the run of frame lines outside a dump; open a dump once it qualifies.
+
+        Returns True when the line opened a headless dump (which then holds the whole run);
+        the lines before it were declined, so other readers had them first.
+        """
+        run = self._run
+        if run is not None and run.lines[-1][0].no == line.no:
+            return False  # the same line offered again from behind a prefix
+        if not isinstance(shape, (_FrameShape, _Note, _Local)):
+            # Not cleared: the dispatcher may offer this line again from behind an unknown
+            # prefix, as a frame; the next line's number tells whether the run goes on.
+            return False
+        fmt = shape.fmt if isinstance(shape, (_FrameShape, _Note)) else PYSPY
+        if (
+            run is None
+            or run.fmt != fmt
+            or run.lines[-1][0].no + 1 != line.no
+            or run.lines[-1][0].no in sink.recognized
+            or run.writer != _writer(line)
+            or len(run.lines) >= _MAX_RUN
+        ):
+            run = None
+        if run is None:
+            # A run starts at a frame line; a locals line or a note alone starts nothing.
+            if not isinstance(shape, _FrameShape):
+                self._run = None
+                return False
+            run = self._run = _Run(fmt, _writer(line))
+        if isinstance(shape, _FrameShape):
+            run.stack_lines += 1
+            run.python = run.python or not shape.frame.native
+        elif isinstance(shape, _Note):
+            if fmt != PYSPY:  # faulthandler's notes (``  ...``) do not extend a run
+                return False
+            run.stack_lines += 1  # a --locals header
+        run.lines.append((line, shape))
+        if not run.qualifies():
+            return False
+        self._run = None
+        first = run.lines[0][0]
+        self._dump = _DumpBuilder(fmt, first, [], last_no=first.no, headless=True)
+        for held, held_shape in run.lines:
+            self._continue(held, held_shape, sink)
+        return True
 
     def _header(self, line: Line, text: str, shape: _Shape | None) -> bool:
         """Handle a line while the py-spy ``Process`` header is open (argv may span lines)."""
@@ -535,6 +654,16 @@ class StackReader(Reader):
             dump.take(line)
             return True
         if isinstance(shape, _Thread) and shape.fmt == PYSPY:
+            dump.in_header = False
+            return False
+        if (
+            isinstance(shape, _FrameShape)
+            and shape.fmt == PYSPY
+            and not shape.frame.native
+            and shape.frame.line is not None
+        ):
+            # A frame line with its `file:line` is no program text: the `Python` and `Thread`
+            # lines between were cut out of the excerpt.
             dump.in_header = False
             return False
         if isinstance(shape, _Header) and shape.kind in ("process", "signal"):
