@@ -128,6 +128,7 @@ def detect_wrap(sample: Sequence[str]) -> int | None:
         if sample[i + 1].strip()
         and _start_shape(sample[i + 1]) != _start_shape(sample[i])
         and not begins_line(sample[i + 1])
+        and not _FRAME_ONLY.match(sample[i + 1])  # a stack's next frame, from another file
     )
     # A line of exactly twice the width ends in a full piece too, before a line of its own:
     # half the cuts continuing is enough.
@@ -155,7 +156,7 @@ _LINE_START = re.compile(
     r"|\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d"
     r"|(?<!\d)\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"
     r"|\bThread (?:0x[0-9a-fA-F]+|\d+) \([\w+ ]*\)|\bCurrent thread 0x[0-9a-fA-F]+ "
-    r"|\bProcess \d+: "  # py-spy, faulthandler
+    r"|\bProcess \d+: |\bPython v\d+\.\d+\.\d+\S* \("  # py-spy, faulthandler
     r"|#\d+ +0x[0-9a-fA-F]+ in |Thread \d+ \(Thread 0x[0-9a-fA-F]+ \(LWP \d+\)"  # gdb
     r"|(?<![\w.:])"
     + BARE_COLL  # an NCCL COLL line whose prefix was cut
@@ -219,9 +220,12 @@ def detect_numbering(sample: Sequence[str]) -> str | None:
     return None
 
 
-_FRAME_ONLY = re.compile(r"[ \t]+(?:File \"|\S.* \(.+:\d+\)$|\S+ = )")
-"""A py-spy frame (``    func (file.py:12)``), one of its ``--locals`` lines or a faulthandler
-frame (``  File "x.py", line 3``): the indentation belongs to the format."""
+_FRAME_ONLY = re.compile(
+    r"[ \t]+(?:File \"|\S+ \([^()\s]*:\d+\)$|(?:0x[0-9a-fA-F]+|\S+) \([^()\s]*\.so\b[^()\s]*\)$"
+    r"|0x[0-9a-fA-F]+ \([^()]*\)$)"
+)
+"""A py-spy frame (``    func (file.py:12)``, native ``    0x7f.. (libc.so.6)``) or a
+faulthandler frame (``  File "x.py", line 3``): the indentation belongs to the format."""
 
 
 def detect_indent(sample: Sequence[str]) -> str:
@@ -229,8 +233,8 @@ def detect_indent(sample: Sequence[str]) -> str:
 
     A paste indented as a markdown code block (or a quoted e-mail) moves every line right;
     no log format indents all of its lines, except a stack dump cut down to its frames,
-    whose indentation is its own: a sample whose least indented lines are all frame lines
-    keeps it.
+    whose indentation is its own: a sample with a frame line among its least indented
+    lines keeps it (an indented dump's least indented lines are its headers).
     """
     lines = [line for line in sample if line.strip()]
     if len(lines) < 2 or not all(line[0] in " \t" for line in lines):
@@ -240,7 +244,7 @@ def detect_indent(sample: Sequence[str]) -> str:
     while common and not all(indent.startswith(common) for indent in indents):
         common = common[:-1]
     least = [line for line, indent in zip(lines, indents, strict=True) if indent == common]
-    if not common or all(_FRAME_ONLY.match(line) for line in least):
+    if not common or any(_FRAME_ONLY.match(line) for line in least):
         return ""
     return common
 

@@ -133,7 +133,7 @@ def expected(name: str, start: int, end: int) -> tuple[Frames, list[int]]:
 def check_excerpt(name: str, start: int, end: int) -> InputResult | None:
     lines = physical(name)
     excerpt = b"\n".join(lines[start:end]) + b"\n"
-    if not excerpt.strip() or hard_wrapped(lines[start:end]):
+    if not excerpt.strip():
         return None
     result = read(excerpt, Path(name).name)
     summary = result.summary
@@ -156,15 +156,13 @@ def opened_at_a_frame(dump: StackDump) -> bool:
     )
 
 
-def hard_wrapped(lines: list[bytes]) -> bool:
-    """Whether the dispatcher takes ``lines`` for a terminal's hard-wrapped output.
-
-    It does for some dumps whose longest frame lines share one length (two samples, whole
-    or cut): it then joins frame lines; those excerpts are left out here.
-    """
-    return (
-        detect_wrap([clean(r.decode("utf-8", errors="replace")) for r in lines[:200]]) is not None
-    )
+def test_no_stack_sample_is_taken_for_hard_wrapped_output() -> None:
+    # Frame lines of one (longest) length followed by frames of other files, or a py-spy
+    # header's argv line before its "Python v" line, are no terminal's cut.
+    for name in SAMPLES:
+        lines = physical(name)
+        sample = [clean(r.decode("utf-8", errors="replace")) for r in lines[:200]]
+        assert detect_wrap(sample) is None, name
 
 
 def test_there_are_samples_of_each_format() -> None:
