@@ -244,7 +244,9 @@ def detect_indent(sample: Sequence[str]) -> str:
     while common and not all(indent.startswith(common) for indent in indents):
         common = common[:-1]
     least = [line for line, indent in zip(lines, indents, strict=True) if indent == common]
-    if not common or any(_FRAME_ONLY.match(line) for line in least):
+    # A code block moves lines by two blanks or more; the first line of an excerpt cut in
+    # its middle may begin with the blank of the cut, which says nothing.
+    if len(common) < 2 or any(_FRAME_ONLY.match(line) for line in least):
         return ""
     return common
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from logsleuth.api import analyze
 from logsleuth.model.nccl import NcclUnrecognized, NcclWarn
 from logsleuth.model.stacks import StackDump
 from logsleuth.parse.clean import detect_indent, detect_numbering
@@ -48,6 +49,22 @@ def test_a_code_block_indent_is_found_and_a_frames_only_fragment_keeps_its_own()
     faulthandler = ['  File "train.py", line 12 in main', '  File "x.py", line 3 in <module>']
     assert detect_indent(faulthandler) == ""
     assert detect_indent(["    only one line"]) == ""
+    # The first line of an excerpt cut in its middle, before a dump's frames.
+    assert detect_indent([' (idle): "MainThread"', "    wait (threading.py:302)"]) == ""
+
+
+def test_a_dump_cut_in_its_first_line_names_its_process_as_well_as_it_can(
+    tmp_path: Path,
+) -> None:
+    text = CORPUS / "234-pyspy-rank0-dataloader-queue-get-others-allreduce" / "pyspy_rank0.txt"
+    lines = text.read_text().split("\n")
+    lines[0] = lines[0][len(lines[0]) // 2 :]  # 'Thread 0x7FA6E7C01740' cut away
+    paste = tmp_path / "paste.txt"
+    paste.write_text("\n".join(lines))
+    verdict = analyze([str(paste)]).diagnosis.verdict
+    assert verdict.kind == "non-collective-stall"
+    assert "pid None" not in verdict.summary and "pid  " not in verdict.summary
+    assert "no rank or pid" in verdict.summary
 
 
 @pytest.mark.parametrize("text", [PYSPY, RAS], ids=["py-spy dump", "NCCL RAS status"])

@@ -240,11 +240,7 @@ class NonCollectiveStall(Rule):
             ranks = sorted(parse_ranks(cls.ranks)) if cls.ranks else []
             where = _CATEGORY_WORDS.get(cls.category, cls.category)
             site = f" at {cls.call_site}" if cls.call_site else ""
-            who = (
-                f"rank {cls.ranks}"
-                if ranks and len(ranks) == 1
-                else (f"ranks {cls.ranks}" if ranks else f"pid {', '.join(map(str, cls.pids))}")
-            )
+            who = _who(cls)
             if waiting:
                 collectives = sorted({c.collective or "a collective" for c in waiting})
                 title = f"{who} is stuck {where}{site} while {n_wait} rank(s) wait in {', '.join(collectives)}"
@@ -299,7 +295,8 @@ def _workers_note(workers: Sequence[StackDump]) -> str:
     parts = []
     for dump in workers:
         _category, _op, site = classify_dump(dump)
-        parts.append(f"pid {dump.pid} at {site}" if site else f"pid {dump.pid}")
+        name = f"pid {dump.pid}" if dump.pid is not None else "one (pid not in its dump)"
+        parts.append(f"{name} at {site}" if site else name)
     if not parts:
         return ""
     noun = "worker" if len(parts) == 1 else "workers"
@@ -554,7 +551,10 @@ def _who(cls: StackClass) -> str:
     if cls.ranks:
         ranks = parse_ranks(cls.ranks)
         return f"rank {cls.ranks}" if len(ranks) == 1 else f"ranks {cls.ranks}"
-    return "pid " + ", ".join(map(str, cls.pids))
+    if cls.pids:
+        return "pid " + ", ".join(map(str, cls.pids))
+    # A dump cut above its header, from an input that names no rank: no pid either.
+    return "a process (no rank or pid in its dump)"
 
 
 def _fmt(ranks: Iterable[int]) -> str:
