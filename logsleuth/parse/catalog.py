@@ -113,6 +113,9 @@ class CatalogMatch:
     """The whole format matched (False: only its anchor, in a cut or wrapped line)."""
     end: int = 0
     """Offset in the line where the matched text ends."""
+    restored: str = ""
+    """For a line that begins mid-message: the message with the start the cut took, from
+    the format (its values there unknown: ``…``); empty otherwise."""
 
 
 def _unescape(fmt: str) -> list[str]:
@@ -159,6 +162,46 @@ class _Compiled:
     order: int = 0
     regex: re.Pattern[str] | None = None
 
+    tail_patterns: list[tuple[int, int, re.Pattern[str]]] | None = None
+
+    def tails(self) -> list[tuple[int, int, re.Pattern[str]]]:
+        """The ends of the format from each literal piece after the first on, longest first:
+        (literal length, index of that piece, pattern of a whole line that begins
+        mid-message, its group 1 what stands before that piece)."""
+        if self.tail_patterns is None:
+            pieces = _pieces(self.source)
+            found: list[tuple[int, int, re.Pattern[str]]] = []
+            for start in range(1, len(pieces)):
+                rest = pieces[start:]
+                literal = sum(len(p.strip()) for p in rest)
+                if literal < MIN_ANCHOR // 2 or not rest[0].strip():
+                    continue
+                parts = [f"(.{{0,{_CUT_LEAD}}})"]  # the last place the piece fits
+                for i, piece in enumerate(rest):
+                    if i:
+                        parts.append(".*?")
+                    parts.append(r"\s+".join(re.escape(w) for w in piece.split(" ")))
+                body = "".join(parts)
+                body = body[: -len(".*?")] + ".*" if body.endswith(".*?") else body
+                found.append((literal, start, re.compile(body + r"\s*$", re.DOTALL)))
+            self.tail_patterns = found
+        return self.tail_patterns
+
+    def restore(self, line: str, start: int, lead: str) -> tuple[int, str]:
+        """How much of the last literal piece before piece ``start`` a cut line's ``lead``
+        (the text before that piece) still holds, and the message with its start restored
+        from the format (a value the cut took, or took part of, is ``…``)."""
+        pieces = _pieces(self.source)
+        last = max((i for i in range(start) if pieces[i].strip()), default=0)
+        before = pieces[last]
+        kept = next(
+            (k for k in range(min(len(before), len(lead)), 0, -1) if before.endswith(lead[:k])),
+            0,
+        )
+        head = "…".join(pieces[: last + 1])  # the pieces the cut took, values unknown
+        values = lead[kept:] if kept else "…" + lead
+        return kept, head + values + line[len(lead) :]
+
     def pattern(self) -> re.Pattern[str]:
         if self.regex is None and self.source.startswith("re:"):
             body = self.source[3:]
@@ -178,6 +221,12 @@ class _Compiled:
                 body = body[: -len("(.*?)")] + "(.*)"
             self.regex = re.compile(body)
         return self.regex
+
+
+_CUT_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{2,}")
+"""The words a cut line is looked up by: its end may hold only short ones (``via P2P``)."""
+_CUT_LEAD = 160
+"""How much of a cut value (or piece) may stand before the first whole literal piece."""
 
 
 class Catalog:
@@ -201,6 +250,8 @@ class Catalog:
             rarest = min(item.words, key=lambda w: (frequency[w], -len(w), w))
             self._index[rarest].append(item)
         self._by_id = {item.entry.id: item for item in compiled}
+        self._by_word: dict[str, list[_Compiled]] | None = None
+        """Every word of every format -> its entries (for :meth:`match_cut`, made on use)."""
         self._prefixes = [item for item in compiled if item.entry.level == PREFIX]
 
     def candidates(self, text: str) -> list[_Compiled]:
@@ -268,6 +319,46 @@ class Catalog:
                 key = (0, size, -at, -item.order)
             if best_key is None or key > best_key:
                 best, best_key = match, key
+        return best
+
+    def match_cut(self, text: str) -> CatalogMatch | None:
+        """Return the known message whose end ``text`` is, when ``text`` begins mid-message.
+
+        An excerpt's first line may be cut anywhere in it (a selection started mid-line):
+        what is left is the end of a message, from inside one of its literal pieces or
+        values on. That end, from some literal piece on, must match the rest of the line;
+        at least :data:`MIN_ANCHOR` literal characters of it (the cut piece's tail
+        included) must stand in the line, so that a line is not typed by a few common
+        words. The values are not read (the match is not whole); the message is restored
+        from the format (:attr:`CatalogMatch.restored`). Among several, the one with the most literal text matched
+        wins, then the first in catalog order.
+        """
+        if self._by_word is None:
+            self._by_word = defaultdict(list)
+            for item in self._by_id.values():
+                if item.entry.level != PREFIX and not item.source.startswith("re:"):
+                    for word in set(_CUT_WORD.findall(item.source)):
+                        self._by_word[word].append(item)
+        found: dict[str, _Compiled] = {}
+        for word in set(_CUT_WORD.findall(text)):
+            for item in self._by_word.get(word, ()):
+                found[item.entry.id] = item
+        line = text.rstrip()
+        best: CatalogMatch | None = None
+        best_key: tuple[int, int] | None = None
+        for item in found.values():
+            for literal, start, tail in item.tails():
+                hit = tail.match(line)
+                if hit is None:
+                    continue
+                kept, restored = item.restore(line, start, hit.group(1))
+                if literal + kept < MIN_ANCHOR:
+                    continue
+                key = (literal + kept, -item.order)
+                if best_key is None or key > best_key:
+                    best = CatalogMatch(item.entry, 0, (), False, hit.end(), restored)
+                    best_key = key
+                break  # the longest end of this entry that fits
         return best
 
     def entry(self, entry_id: str) -> CatalogEntry | None:

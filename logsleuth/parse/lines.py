@@ -147,6 +147,8 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
         if not text.strip():
             blank += 1
             return
+        if messages.first_line is None:
+            messages.first_line = number
         header = _SECTION.fullmatch(text)
         if (
             header is not None

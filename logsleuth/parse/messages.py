@@ -52,7 +52,7 @@ def message_event(
 ) -> LogMessage:
     """Build the event of a catalog match in ``text`` (the line without known prefixes)."""
     label = text[: match.start].strip()
-    message = text[match.start :].strip()
+    message = match.restored or text[match.start :].strip()
     origin, rank = _origin(label, message, hint)
     names = [f"arg{i}" for i in range(len(match.fields))]
     return LogMessage(
@@ -102,18 +102,23 @@ class MessageReader(Reader):
     def __init__(self, source: str) -> None:
         super().__init__(source)
         self._after_frame = False
+        self.first_line: int | None = None
+        """The input's first non-blank line: the one an excerpt may have cut mid-message."""
 
     def feed(self, line: Line, sink: Sink) -> bool:
         """Offer ``line``; take it when a catalog message is found in it.
 
         The source line a traceback prints under each ``File "...", line N`` frame is
-        taken too when it follows one (an excerpt that begins inside a traceback).
+        taken too when it follows one (an excerpt that begins inside a traceback). The
+        input's first line may be the end of a message whose start the excerpt cut off.
         """
         text = line.text
         if len(text) > 8192:
             text = text[:8192]  # a message is found near the start; bound the search
         after_frame, self._after_frame = self._after_frame, False
         match = load_catalog().match(text)
+        if match is None and line.no == self.first_line:
+            match = load_catalog().match_cut(text)
         ref = SourceRef(self.source, line.no)
         if match is None:
             if after_frame and text[:1].isspace() and text.strip():

@@ -16,9 +16,11 @@ import pytest
 from logsleuth.api import analyze
 from logsleuth.model.nccl import NcclUnrecognized, NcclWarn
 from logsleuth.model.stacks import StackDump
+from logsleuth.parse.catalog import MIN_ANCHOR, load_catalog
 from logsleuth.parse.clean import detect_indent, detect_numbering
 from logsleuth.parse.discover import InputSource
 from logsleuth.parse.dispatch import InputResult, read_input
+from tests.knowledge.catalog import instantiate
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "fixtures" / "real" / "corpus"
@@ -189,3 +191,66 @@ def test_an_unknown_line_is_not_joined_to_a_line_that_does_not_complete_it() -> 
     kinds = [type(e) for e in result.events]
     assert kinds.count(NcclUnrecognized) == 2
     assert [e.ref.line for e in result.events if isinstance(e, NcclUnrecognized)] == [1, 3]
+
+
+# ---------------------------------------------------------------- a first line cut mid-message
+
+
+def test_a_first_line_cut_mid_message_is_typed_and_its_start_restored() -> None:
+    cut = IB_WARN[IB_WARN.index("tion from peer") :]
+    result = read(cut + "\n")
+    assert result.summary.recognized == 1
+    (event,) = result.events
+    assert event.text == cut  # evidence quotes what was pasted
+    assert event.message == (
+        "NET/IB : Got completion from peer 172.17.127.143<49577> with error 12, opcode 1, len 0,"
+        " vendor err 129"
+    )
+
+
+def test_the_cut_line_verdict_names_the_failure(tmp_path: Path) -> None:
+    paste = tmp_path / "hung_pod.log"
+    paste.write_text(IB_WARN[IB_WARN.index("tion from peer") :] + "\n")
+    assert analyze([str(paste)]).diagnosis.verdict.kind == "network-error"
+
+
+def test_only_the_first_line_may_begin_mid_message() -> None:
+    cut = IB_WARN[IB_WARN.index("tion from peer") :]
+    result = read(f"Epoch 3 done, loss 0.25\n{cut}\n")
+    assert all(e.ref.line != 2 for e in result.events)
+    assert result.summary.unrecognized == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ed with error Cannot allocate memory",  # too little of any message is left
+        "hello world, this line is about nothing NCCL ever printed at all",
+        "x = 12, y = 13, and the rest of an unrelated sentence",
+    ],
+)
+def test_little_or_foreign_text_is_no_cut_message(text: str) -> None:
+    assert load_catalog().match_cut(text) is None
+
+
+def test_every_nccl_format_cut_in_its_first_piece_is_restored() -> None:
+    # Each NCCL message of the catalog, filled in and cut halfway into its first literal
+    # piece, comes back whole (as the same message or one whose text is the same).
+    catalog = load_catalog()
+    checked = 0
+    for entry in catalog.entries:
+        if entry.family != "nccl" or entry.fmt.startswith("re:") or "%" not in entry.fmt:
+            continue
+        first = entry.fmt[: entry.fmt.index("%")]
+        rest_literal = entry.literal - len(first.strip())
+        if len(first) < 8 or rest_literal < MIN_ANCHOR:
+            continue
+        message = instantiate(entry.fmt)
+        cut = message[len(first) // 2 :]
+        found = catalog.match_cut(cut)
+        assert found is not None, entry.fmt
+        assert found.restored.endswith(cut[len(first) - len(first) // 2 :]), entry.fmt
+        if found.entry.fmt == entry.fmt:
+            assert " ".join(found.restored.split()) == " ".join(message.split()), entry.fmt
+        checked += 1
+    assert checked > 100
