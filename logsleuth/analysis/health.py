@@ -172,20 +172,35 @@ def unproven_streams(index: EvidenceIndex, proofs: list[HealthProof]) -> list[St
         return streams
     if any(p.everyone for p in proofs):
         return []
-    covered: set[Stream] = set()
+    covered: dict[Stream, set[str]] = defaultdict(set)
     for proof in proofs:
-        covered |= proof.streams
+        for stream in proof.streams:
+            covered[stream] |= proof.sources
     ranks_covered = {index.rank_of(*s) for s in covered} - {None}
     anonymous = [p for p in proofs if not p.streams]
     left: list[Stream] = []
     for stream in streams:
-        if stream in covered or index.rank_of(*stream) in ranks_covered:
-            continue
         proc = index.procs[stream]
+        # Without a pid (redacted, or a bare rank header) a host's processes share one
+        # stream: a proof covers the inputs it stands in, not another process's input.
+        if stream in covered and (stream[1] is not None or proc.sources <= covered[stream]):
+            continue
+        if index.rank_of(*stream) in ranks_covered:
+            continue
+        if anonymous and stream[1] is None and proc.sources - _sources(anonymous):
+            left.append(stream)  # no pid: another input's lines may be another process's
+            continue
         if anonymous and (len(streams) == 1 or _before_proof(proc, anonymous)):
             continue
         left.append(stream)
     return left
+
+
+def _sources(proofs: list[HealthProof]) -> set[str]:
+    found: set[str] = set()
+    for proof in proofs:
+        found |= proof.sources
+    return found
 
 
 def _last_lines(events: Sequence[Event]) -> frozenset[tuple[str, int]]:

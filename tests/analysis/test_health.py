@@ -80,6 +80,20 @@ def test_a_process_that_wrote_before_the_closing_rows_is_covered(tmp_path: Path)
     assert analyze([str(tmp_path)]).diagnosis.verdict.kind == "healthy"
 
 
+def test_a_proof_without_a_pid_covers_only_its_own_input(tmp_path: Path) -> None:
+    # Redacted pids: a host's processes share one stream, so a finished run's proof in one
+    # input says nothing of the stuck run in another.
+    redacted = INIT_ONLY.replace("gpu-a01:4711:4711", "node1:XXXX:XXXX")
+    redacted = redacted.replace("gpu-a01:4711:4799", "node1:XXXX:XXXX")
+    (tmp_path / "ok.log").write_text(NCCL_TESTS_OK.replace("9822:9822", "XXXX:XXXX"))
+    (tmp_path / "stuck.log").write_text(redacted, encoding="utf-8")
+    assert analyze([str(tmp_path / "ok.log")]).diagnosis.verdict.kind == "healthy"
+    d = analyze([str(tmp_path)]).diagnosis
+    assert d.verdict.kind == "inconclusive"
+    (finding,) = [f for f in d.findings if f.code == "LS002"]
+    assert "node1" in finding.title
+
+
 def test_rows_with_wrong_values_prove_nothing(tmp_path: Path) -> None:
     log = tmp_path / "all_reduce_perf.log"
     log.write_text(NCCL_TESTS_OK.replace("0.00      0\n", "0.00      3\n"), encoding="utf-8")
