@@ -128,6 +128,10 @@ PASTE_FORMS: dict[str, Callable[[int, str], str]] = {
     "with tabs for indentation": lambda n, line: re.sub(
         "^(?:    )+", lambda m: "\t" * (len(m.group()) // 4), line
     ),
+    "copied from a web page": lambda n, line: line.replace(" ", "\u00a0"),
+    "through a word processor": lambda n, line: re.sub(
+        '"([^"]*)"', "\u201c\\1\u201d", line
+    ).replace("'", "\u2019"),
 }
 """Ways a ticket's excerpt differs from the file it was cut from, line by line."""
 

@@ -69,6 +69,21 @@ _NUMBERED = re.compile(r"\s*\d|\[\d|[A-Za-z][\w.\-]{0,62}: |[A-Z][a-z]{2} +\d")
 _ENTITY = re.compile(r"&(?:lt|gt|amp|quot|apos|nbsp|#\d{1,6}|#x[0-9a-fA-F]{1,6});")
 
 
+TYPOGRAPHY = {
+    0x00A0: " ",  # no-break space (a web page's runs of blanks)
+    0x2007: " ",  # figure space
+    0x2009: " ",  # thin space
+    0x202F: " ",  # narrow no-break space
+    0x200B: "",  # zero-width space
+    0xFEFF: "",  # byte-order mark, zero-width no-break space
+    0x201C: '"',
+    0x201D: '"',
+    0x2018: "'",
+    0x2019: "'",
+    0x2013: "-",  # en dash: " - Init COMPLETE" after a word processor
+    0x2212: "-",  # minus sign
+}
+"""What a web page, a chat or a word processor puts for a log's blanks, quotes and dashes."""
 _TAB_FRAME = re.compile(r"\t+\S.* \(.+:\d+\)$")
 """A py-spy frame line (``func (file.py:12)``) indented by tabs."""
 
@@ -76,7 +91,8 @@ _TAB_FRAME = re.compile(r"\t+\S.* \(.+:\d+\)$")
 def clean(raw: str) -> str:
     """Remove CR, NUL, other C0 controls and ANSI escapes from one decoded line.
 
-    The leading tabs of a py-spy frame line become 4 blanks each. HTML entities of a page copied as source (``&lt;``, ``&quot;``, ``&#39;``) are undone.
+    The leading tabs of a py-spy frame line become 4 blanks each; no-break and other
+    typographic blanks, curly quotes and dashes become what the program wrote. HTML entities of a page copied as source (``&lt;``, ``&quot;``, ``&#39;``) are undone.
     """
     if "\x1b" in raw:
         raw = _ANSI.sub("", raw)
@@ -88,6 +104,8 @@ def clean(raw: str) -> str:
         raw = raw.replace("\x00", "")
     if "&" in raw and _ENTITY.search(raw):
         raw = html.unescape(raw).replace("\xa0", " ")
+    if not raw.isascii():
+        raw = raw.translate(TYPOGRAPHY)
     if raw[:1] == "\t" and _TAB_FRAME.match(raw):
         # An editor or a paste turned the 4-blank indentation of a py-spy frame into a tab.
         body = raw.lstrip("\t")

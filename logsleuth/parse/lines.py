@@ -19,6 +19,7 @@ from logsleuth.parse.base import InputResult, Line, Reader, Sink
 from logsleuth.parse.catalog import load_catalog
 from logsleuth.parse.clean import (
     PREFIX_FIRST,
+    TYPOGRAPHY,
     begins_line,
     clean,
     detect_indent,
@@ -375,6 +376,8 @@ def _read_plain_dump(
     the stack reader declines ends this path (None) and the file is read again line by line.
     """
     if any(mark in text for mark in _NOT_PLAIN) or text.endswith(" "):
+        return None
+    if not text.isascii() and any(chr(c) in text for c in TYPOGRAPHY):
         return None
     if _LAUNCHER_TAG.search(text) is not None:
         return None

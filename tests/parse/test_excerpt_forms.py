@@ -78,6 +78,15 @@ def test_an_indented_paste_reads_as_the_file_itself(text: str) -> None:
     assert indented.summary.unrecognized == plain.summary.unrecognized
 
 
+@pytest.mark.parametrize("text", [PYSPY, RAS], ids=["py-spy dump", "NCCL RAS status"])
+def test_a_web_page_or_word_processor_copy_reads_as_the_file_itself(text: str) -> None:
+    plain = read(text)
+    typographic = text.replace("  ", "\u00a0 ").replace('"', "\u201d").replace("-", "\u2013")
+    copied = read(typographic)
+    assert shape(copied) == shape(plain)
+    assert copied.summary.recognized == plain.summary.recognized
+
+
 # ---------------------------------------------------------------- pdsh labels
 
 
