@@ -250,6 +250,8 @@ class Catalog:
             rarest = min(item.words, key=lambda w: (frequency[w], -len(w), w))
             self._index[rarest].append(item)
         self._by_id = {item.entry.id: item for item in compiled}
+        self._heads: dict[str, list[_Compiled]] | None = None
+        """The rarest word of each message start -> its entries (made on first use)."""
         self._by_word: dict[str, list[_Compiled]] | None = None
         """Every word of every format -> its entries (for :meth:`match_cut`, made on use)."""
         self._prefixes = [item for item in compiled if item.entry.level == PREFIX]
@@ -282,7 +284,30 @@ class Catalog:
                     inner.entry, inner.start + shift, inner.fields, inner.whole, inner.end + shift
                 )
         best = self._best(text, [c for c in candidates if c.entry.level != PREFIX])
+        if best is None and prefix is None:
+            # A line cut at its end may have lost the word the entry is indexed by.
+            best = self._best(text, self._by_head(text))
         return best if best is not None else prefix
+
+    def _by_head(self, text: str) -> list[_Compiled]:
+        """The entries whose message start (:attr:`CatalogEntry.head`) holds a word of ``text``."""
+        if self._heads is None:
+            frequency: dict[str, int] = defaultdict(int)
+            items = [i for i in self._by_id.values() if i.entry.head and i.entry.level != PREFIX]
+            words = {i.entry.id: set(_WORD.findall(i.entry.head)) for i in items}
+            for each in words.values():
+                for word in each:
+                    frequency[word] += 1
+            self._heads = defaultdict(list)
+            for item in items:
+                if words[item.entry.id]:
+                    rarest = min(words[item.entry.id], key=lambda w: (frequency[w], -len(w), w))
+                    self._heads[rarest].append(item)
+        found: dict[str, _Compiled] = {}
+        for word in set(_WORD.findall(text)):
+            for item in self._heads.get(word, ()):
+                found[item.entry.id] = item
+        return sorted(found.values(), key=lambda item: item.order)
 
     def prefix_end(self, text: str) -> int:
         """Return where the line prefix shapes at the start of ``text`` end (0: none)."""

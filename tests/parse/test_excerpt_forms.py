@@ -263,3 +263,16 @@ def test_every_nccl_format_cut_in_its_first_piece_is_restored() -> None:
             assert " ".join(found.restored.split()) == " ".join(message.split()), entry.fmt
         checked += 1
     assert checked > 100
+
+
+def test_a_line_cut_before_the_word_its_message_is_indexed_by_is_typed_by_its_start() -> None:
+    # torch's store-barrier message cut at 120 columns: its rarer words (world_size,
+    # worker_count) are gone, its start is not.
+    line = (
+        "I0510 07:28:04.417845 139863945226048 distributed_c10d.py:337] Waiting in store based "
+        "barrier to initialize process grou"
+    )
+    found = load_catalog().match(line)
+    assert found is not None and not found.whole
+    assert found.entry.fmt.startswith("Waiting in store based barrier to initialize process")
+    assert load_catalog().match("Waiting for the weather to get better, nothing more") is None
