@@ -195,7 +195,7 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
             if (
                 taker is None
                 and text != cleaned
-                and messages.feed(replace(line, text=cleaned), sink)
+                and messages.feed(replace(line, text=cleaned), sink, bare_prefix=False)
             ):
                 taker = messages.name
             if taker is None:

@@ -105,8 +105,11 @@ class MessageReader(Reader):
         self.first_line: int | None = None
         """The input's first non-blank line: the one an excerpt may have cut mid-message."""
 
-    def feed(self, line: Line, sink: Sink) -> bool:
+    def feed(self, line: Line, sink: Sink, *, bare_prefix: bool = True) -> bool:
         """Offer ``line``; take it when a catalog message is found in it.
+
+        ``bare_prefix=False``: a line prefix shape with no message after it is not enough
+        (the line is looked at again with the prefixes it was read without).
 
         The source line a traceback prints under each ``File "...", line N`` frame is
         taken too when it follows one (an excerpt that begins inside a traceback). The
@@ -119,6 +122,8 @@ class MessageReader(Reader):
         match = load_catalog().match(text)
         if match is None and line.no == self.first_line:
             match = load_catalog().match_cut(text)
+        if match is not None and not bare_prefix and match.entry.level == PREFIX:
+            match = None
         ref = SourceRef(self.source, line.no)
         if match is None:
             if after_frame and text[:1].isspace() and text.strip():

@@ -276,3 +276,19 @@ def test_a_line_cut_before_the_word_its_message_is_indexed_by_is_typed_by_its_st
     assert found is not None and not found.whole
     assert found.entry.fmt.startswith("Waiting in store based barrier to initialize process")
     assert load_catalog().match("Waiting for the weather to get better, nothing more") is None
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    ["2026-03-21T02:07:08.123456789Z stderr F ", "Mar 21 02:07:08 gpu-node17 python[4242]: "],
+    ids=["cri", "journald"],
+)
+def test_a_dump_cut_above_its_header_behind_a_collector_prefix_is_a_dump(prefix: str) -> None:
+    # The bare collector prefix shape must not take the first frame lines away from the
+    # stack reader while their run forms.
+    lines = CORPUS / "234-pyspy-rank0-dataloader-queue-get-others-allreduce" / "pyspy_rank0.txt"
+    frames = lines.read_text().split("\n")[1:]
+    result = read("\n".join(prefix + line for line in frames if line))
+    dumps = [e for e in result.events if isinstance(e, StackDump)]
+    assert len(dumps) == 1
+    assert len(dumps[0].threads[0].frames) == len([f for f in frames if f.strip()])
