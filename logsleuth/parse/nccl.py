@@ -64,9 +64,9 @@ _BARE_COLL = re.compile(BARE_COLL)
 """How far before the level word a partial prefix is looked for."""
 _STAMP_BEFORE = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\] $")
 _CUT_BYTES = (1022, 1023)
+"""Up to 2.28.9 NCCL cut every line to 1023 bytes (a WARN shows 1022: its first byte is \\n)."""
 _WRAP_MIN = 60
 """The narrowest hard wrap (a terminal's or a ticket's width) a held unknown line may have had."""
-"""Up to 2.28.9 NCCL cut every line to 1023 bytes (a WARN shows 1022: its first byte is \\n)."""
 _CUT_LISTS = (NcclRing, NcclTree, NcclNetDevices)
 """Events whose last item is unreliable when their line was cut."""
 _CONNECTS_SEEN = 8
@@ -118,7 +118,7 @@ class NcclReader(FastLane, CollCompaction, NcclBlocks, Reader):
         self._init_lane()
         self._fragments: dict[tuple[str | None, int | None], _Fragment] = {}
         self._cut: tuple[_Fragment, Event] | None = None
-        """An NCCL line whose message nothing knows, held for one line: a hard wrap (a
+        """A long NCCL line of unknown message, or a WARN, held for one line: a hard wrap (a
         terminal, a ticket) may have put the rest of its message on the next line."""
         self._hosts: set[str] = set()
         self.versions = VersionTracker()
