@@ -162,30 +162,22 @@ class _Compiled:
     order: int = 0
     regex: re.Pattern[str] | None = None
 
-    tail_patterns: list[tuple[int, int, re.Pattern[str]]] | None = None
+    tail_pieces: list[tuple[int, int, list[str]]] | None = None
 
-    def tails(self) -> list[tuple[int, int, re.Pattern[str]]]:
+    def tails(self) -> list[tuple[int, int, list[str]]]:
         """The ends of the format from each literal piece after the first on, longest first:
-        (literal length, index of that piece, pattern of a whole line that begins
-        mid-message, its group 1 what stands before that piece)."""
-        if self.tail_patterns is None:
+        (literal length, index of that piece, the pieces from it on, blank runs folded; a
+        last piece ``""`` means the format ends in a value)."""
+        if self.tail_pieces is None:
             pieces = _pieces(self.source)
-            found: list[tuple[int, int, re.Pattern[str]]] = []
+            found: list[tuple[int, int, list[str]]] = []
             for start in range(1, len(pieces)):
                 rest = pieces[start:]
                 literal = sum(len(p.strip()) for p in rest)
-                if literal < MIN_ANCHOR // 2 or not rest[0].strip():
-                    continue
-                parts = [f"(.{{0,{_CUT_LEAD}}})"]  # the last place the piece fits
-                for i, piece in enumerate(rest):
-                    if i:
-                        parts.append(".*?")
-                    parts.append(r"\s+".join(re.escape(w) for w in piece.split(" ")))
-                body = "".join(parts)
-                body = body[: -len(".*?")] + ".*" if body.endswith(".*?") else body
-                found.append((literal, start, re.compile(body + r"\s*$", re.DOTALL)))
-            self.tail_patterns = found
-        return self.tail_patterns
+                if literal >= MIN_ANCHOR // 2 and rest[0].strip():
+                    found.append((literal, start, rest))
+            self.tail_pieces = found
+        return self.tail_pieces
 
     def restore(self, line: str, start: int, lead: str) -> tuple[int, str]:
         """How much of the last literal piece before piece ``start`` a cut line's ``lead``
@@ -210,17 +202,26 @@ class _Compiled:
                 body = r"(?<!\S)" + body[1:]
             self.regex = re.compile(body)
         if self.regex is None:
-            parts: list[str] = []
-            for i, piece in enumerate(_pieces(self.source)):
-                if i:
-                    parts.append("(.*?)")
-                parts.append(r"\s+".join(re.escape(w) for w in piece.split(" ")))
-            # A trailing placeholder takes the rest of the line.
-            body = "".join(parts)
-            if body.endswith("(.*?)"):
-                body = body[: -len("(.*?)")] + "(.*)"
-            self.regex = re.compile(body)
+            pieces = _pieces(self.source)
+            parts = [_piece_regex(pieces[0])]
+            # Each value and the piece after it are one atomic group: the piece is taken at
+            # its first place after the one before. Later places cannot fit a line the first
+            # does not, so the match is the one plain lazy groups give, without their
+            # backtracking (exponential on a line of many repeats, e.g. a flattened paste of
+            # connection lines).
+            for piece in pieces[1:-1]:
+                parts.append(f"(?>(.*?){_piece_regex(piece)})")
+            if len(pieces) > 1:
+                last = pieces[-1]
+                # A trailing placeholder takes the rest of the line.
+                parts.append(f"(?>(.*?){_piece_regex(last)})" if last else "(.*)")
+            self.regex = re.compile("".join(parts))
         return self.regex
+
+
+def _piece_regex(piece: str) -> str:
+    """A literal piece of a format as a regular expression; its blanks match any blank run."""
+    return r"\s+".join(re.escape(w) for w in piece.split(" "))
 
 
 _CUT_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{2,}")
@@ -355,8 +356,8 @@ class Catalog:
         at least :data:`MIN_ANCHOR` literal characters of it (the cut piece's tail
         included) must stand in the line, so that a line is not typed by a few common
         words. The values are not read (the match is not whole); the message is restored
-        from the format (:attr:`CatalogMatch.restored`). Among several, the one with the most literal text matched
-        wins, then the first in catalog order.
+        from the format (:attr:`CatalogMatch.restored`). Among several, the one with the
+        most literal text matched wins, then the first in catalog order.
         """
         if self._by_word is None:
             self._by_word = defaultdict(list)
@@ -368,20 +369,20 @@ class Catalog:
         for word in set(_CUT_WORD.findall(text)):
             for item in self._by_word.get(word, ()):
                 found[item.entry.id] = item
-        line = text.rstrip()
+        line = _BLANKS.sub(" ", text).rstrip()
         best: CatalogMatch | None = None
         best_key: tuple[int, int] | None = None
         for item in found.values():
-            for literal, start, tail in item.tails():
-                hit = tail.match(line)
-                if hit is None:
+            for literal, start, rest in item.tails():
+                at = _tail_at(line, rest)
+                if at is None:
                     continue
-                kept, restored = item.restore(line, start, hit.group(1))
+                kept, restored = item.restore(line, start, line[:at])
                 if literal + kept < MIN_ANCHOR:
                     continue
                 key = (literal + kept, -item.order)
                 if best_key is None or key > best_key:
-                    best = CatalogMatch(item.entry, 0, (), False, hit.end(), restored)
+                    best = CatalogMatch(item.entry, 0, (), False, len(line), restored)
                     best_key = key
                 break  # the longest end of this entry that fits
         return best
@@ -390,6 +391,40 @@ class Catalog:
         """Return the entry with id ``entry_id``."""
         item = self._by_id.get(entry_id)
         return item.entry if item is not None else None
+
+
+def _tail_at(line: str, rest: list[str]) -> int | None:
+    """Where the end of a format (its pieces ``rest``, values between them) begins in
+    ``line``, which it must fill to the end; None when it does not fit.
+
+    The first piece is taken at its last place within :data:`_CUT_LEAD` characters that
+    lets the rest fit (what precedes it is the cut piece and value); each later piece at
+    its first place after the one before, the last one at the line's end unless the format
+    ends in a value. A linear search by ``str.find``: no backtracking regular expression.
+    """
+    first, *later = rest
+    tail, ends_in_value = (later[:-1], True) if later and later[-1] == "" else (later, False)
+    if not later:
+        ends_in_value = False
+    limit = min(len(line), _CUT_LEAD + len(first))
+    at = line.rfind(first, 0, limit)
+    while at >= 0:
+        pos = at + len(first)
+        for piece in tail[:-1] if tail and not ends_in_value else tail:
+            pos = line.find(piece, pos)
+            if pos < 0:
+                break
+            pos += len(piece)
+        else:
+            if ends_in_value or not tail:
+                fits = ends_in_value or pos == len(line) or not line[pos:].strip()
+            else:
+                last = tail[-1].rstrip()
+                fits = line.endswith(last) and len(line) - len(last) >= pos
+            if fits:
+                return at
+        at = line.rfind(first, 0, at + len(first) - 1) if at > 0 else -1
+    return None
 
 
 def _index_words(source: str) -> frozenset[str]:

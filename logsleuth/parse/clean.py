@@ -92,7 +92,8 @@ def clean(raw: str) -> str:
     """Remove CR, NUL, other C0 controls and ANSI escapes from one decoded line.
 
     The leading tabs of a py-spy frame line become 4 blanks each; no-break and other
-    typographic blanks, curly quotes and dashes become what the program wrote. HTML entities of a page copied as source (``&lt;``, ``&quot;``, ``&#39;``) are undone.
+    typographic blanks, curly quotes and dashes become what the program wrote. HTML
+    entities of a page copied as source (``&lt;``, ``&quot;``, ``&#39;``) are undone.
     """
     if "\x1b" in raw:
         raw = _ANSI.sub("", raw)
