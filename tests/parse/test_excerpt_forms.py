@@ -311,5 +311,5 @@ def test_a_flattened_paste_of_many_messages_is_read_without_backtracking() -> No
     )
     found = load_catalog().match(flat)
     assert found is not None and found.whole and found.start == 0
-    assert found.entry.fmt.startswith("Channel %02d : %d[%lx] -> %d[%lx] via P2P/IPC")
+    assert found.entry.fmt.startswith("Channel %02d/%01d : %d[%d] -> %d[%d] via P2P/IPC")
     assert found.fields[:3] == ("00", "0", "0")
