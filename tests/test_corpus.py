@@ -202,7 +202,7 @@ def test_excerpt_forms_keep_most_verdicts(figures: list[tuple[str, str]], tmp_pa
                 continue
             assert isinstance(verdict, dict)
             total += score_case(verdict, truth)
-        lines.append(f"{name}: {total:.1f}/{len(CASES)} (at least {floor:.0f})")
+        lines.append(f"{name}: {total:.1f}/{len(CASES)} (at least {floor:g})")
         assert total >= floor, lines[-1]
     figures.append(("corpus score of excerpts that lose evidence", "\n".join(lines)))
 
