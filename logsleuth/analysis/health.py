@@ -177,30 +177,26 @@ def unproven_streams(index: EvidenceIndex, proofs: list[HealthProof]) -> list[St
         for stream in proof.streams:
             covered[stream] |= proof.sources
     ranks_covered = {index.rank_of(*s) for s in covered} - {None}
-    anonymous = [p for p in proofs if not p.streams]
+    anonymous = [(p.sources, dict(p.until)) for p in proofs if not p.streams]
+    anonymous_sources = set().union(*(sources for sources, _ in anonymous))
     left: list[Stream] = []
     for stream in streams:
         proc = index.procs[stream]
         # Without a pid (redacted, or a bare rank header) a host's processes share one
         # stream: a proof covers the inputs it stands in, not another process's input.
-        if stream in covered and (stream[1] is not None or proc.sources <= covered[stream]):
+        whole = stream[1] is not None
+        if stream in covered and (whole or proc.sources <= covered[stream]):
             continue
         if index.rank_of(*stream) in ranks_covered:
             continue
-        if anonymous and stream[1] is None and proc.sources - _sources(anonymous):
-            left.append(stream)  # no pid: another input's lines may be another process's
-            continue
-        if anonymous and (len(streams) == 1 or _before_proof(proc, anonymous)):
+        if (
+            anonymous
+            and (whole or proc.sources <= anonymous_sources)
+            and (len(streams) == 1 or _before_proof(proc, anonymous))
+        ):
             continue
         left.append(stream)
     return left
-
-
-def _sources(proofs: list[HealthProof]) -> set[str]:
-    found: set[str] = set()
-    for proof in proofs:
-        found |= proof.sources
-    return found
 
 
 def _last_lines(events: Sequence[Event]) -> frozenset[tuple[str, int]]:
@@ -211,12 +207,12 @@ def _last_lines(events: Sequence[Event]) -> frozenset[tuple[str, int]]:
     return frozenset(last.items())
 
 
-def _before_proof(proc: Proc, proofs: list[HealthProof]) -> bool:
-    """Whether ``proc`` wrote to an input of one of ``proofs`` before the proof's line."""
+def _before_proof(proc: Proc, proofs: list[tuple[frozenset[str], dict[str, int]]]) -> bool:
+    """Whether ``proc`` wrote to an input of one of ``proofs`` (their inputs and the last
+    line of each that says them) before the proof's line."""
     first = proc.first_line
-    for proof in proofs:
-        bounds = dict(proof.until)
-        for source in proc.sources & proof.sources:
+    for sources, bounds in proofs:
+        for source in proc.sources & sources:
             bound = bounds.get(source)
             starts_after = (
                 bound is not None

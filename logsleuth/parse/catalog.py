@@ -20,7 +20,7 @@ from __future__ import annotations
 import csv
 import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 
@@ -239,17 +239,8 @@ class Catalog:
             _Compiled(entry, _index_words(source), source, order)
             for order, (entry, source) in enumerate(entries)
         ]
-        frequency: dict[str, int] = defaultdict(int)
-        for item in compiled:
-            for word in item.words:
-                frequency[word] += 1
-        self._index: dict[str, list[_Compiled]] = defaultdict(list)
+        self._index = _by_rarest_word(compiled, lambda item: item.words)
         self._always = [item for item in compiled if not item.words]
-        for item in compiled:
-            if not item.words:
-                continue
-            rarest = min(item.words, key=lambda w: (frequency[w], -len(w), w))
-            self._index[rarest].append(item)
         self._by_id = {item.entry.id: item for item in compiled}
         self._heads: dict[str, list[_Compiled]] | None = None
         """The rarest word of each message start -> its entries (made on first use)."""
@@ -259,11 +250,7 @@ class Catalog:
 
     def candidates(self, text: str) -> list[_Compiled]:
         """Return the entries whose rarest word ``text`` contains, in catalog order."""
-        found: dict[str, _Compiled] = {item.entry.id: item for item in self._always}
-        for word in set(_WORD.findall(text)):
-            for item in self._index.get(word, ()):
-                found[item.entry.id] = item
-        return list(found.values())
+        return [*self._always, *_looked_up(self._index, _WORD.findall(text))]
 
     def match(self, text: str, depth: int = 0) -> CatalogMatch | None:
         """Return the most specific known message in ``text``, or None.
@@ -286,29 +273,17 @@ class Catalog:
                 )
         best = self._best(text, [c for c in candidates if c.entry.level != PREFIX])
         if best is None and prefix is None:
-            # A line cut at its end may have lost the word the entry is indexed by.
-            best = self._best(text, self._by_head(text))
+            # A line cut at its end may have lost the word the entry is indexed by: the
+            # entries are looked up by the rarest word of their message start instead.
+            if self._heads is None:
+                starts = [
+                    i for i in self._by_id.values() if i.entry.head and i.entry.level != PREFIX
+                ]
+                self._heads = _by_rarest_word(
+                    starts, lambda i: frozenset(_WORD.findall(i.entry.head))
+                )
+            best = self._best(text, _looked_up(self._heads, _WORD.findall(text)))
         return best if best is not None else prefix
-
-    def _by_head(self, text: str) -> list[_Compiled]:
-        """The entries whose message start (:attr:`CatalogEntry.head`) holds a word of ``text``."""
-        if self._heads is None:
-            frequency: dict[str, int] = defaultdict(int)
-            items = [i for i in self._by_id.values() if i.entry.head and i.entry.level != PREFIX]
-            words = {i.entry.id: set(_WORD.findall(i.entry.head)) for i in items}
-            for each in words.values():
-                for word in each:
-                    frequency[word] += 1
-            self._heads = defaultdict(list)
-            for item in items:
-                if words[item.entry.id]:
-                    rarest = min(words[item.entry.id], key=lambda w: (frequency[w], -len(w), w))
-                    self._heads[rarest].append(item)
-        found: dict[str, _Compiled] = {}
-        for word in set(_WORD.findall(text)):
-            for item in self._heads.get(word, ()):
-                found[item.entry.id] = item
-        return sorted(found.values(), key=lambda item: item.order)
 
     def prefix_end(self, text: str) -> int:
         """Return where the line prefix shapes at the start of ``text`` end (0: none)."""
@@ -365,14 +340,10 @@ class Catalog:
                 if item.entry.level != PREFIX and not item.source.startswith("re:"):
                     for word in set(_CUT_WORD.findall(item.source)):
                         self._by_word[word].append(item)
-        found: dict[str, _Compiled] = {}
-        for word in set(_CUT_WORD.findall(text)):
-            for item in self._by_word.get(word, ()):
-                found[item.entry.id] = item
         line = _BLANKS.sub(" ", text).rstrip()
         best: CatalogMatch | None = None
         best_key: tuple[int, int] | None = None
-        for item in found.values():
+        for item in _looked_up(self._by_word, _CUT_WORD.findall(text)):
             for literal, start, rest in item.tails():
                 at = _tail_at(line, rest)
                 if at is None:
@@ -393,6 +364,31 @@ class Catalog:
         return item.entry if item is not None else None
 
 
+def _by_rarest_word(
+    items: list[_Compiled], words_of: Callable[[_Compiled], frozenset[str]]
+) -> dict[str, list[_Compiled]]:
+    """Index ``items`` by the rarest (among them) of the words a matching line must hold."""
+    frequency: dict[str, int] = defaultdict(int)
+    for item in items:
+        for word in words_of(item):
+            frequency[word] += 1
+    index: dict[str, list[_Compiled]] = defaultdict(list)
+    for item in items:
+        words = words_of(item)
+        if words:
+            index[min(words, key=lambda w: (frequency[w], -len(w), w))].append(item)
+    return index
+
+
+def _looked_up(index: dict[str, list[_Compiled]], words: list[str]) -> list[_Compiled]:
+    """The entries ``index`` files under any of ``words``, each once."""
+    found: dict[str, _Compiled] = {}
+    for word in set(words):
+        for item in index.get(word, ()):
+            found[item.entry.id] = item
+    return list(found.values())
+
+
 def _tail_at(line: str, rest: list[str]) -> int | None:
     """Where the end of a format (its pieces ``rest``, values between them) begins in
     ``line``, which it must fill to the end; None when it does not fit.
@@ -403,24 +399,23 @@ def _tail_at(line: str, rest: list[str]) -> int | None:
     ends in a value. A linear search by ``str.find``: no backtracking regular expression.
     """
     first, *later = rest
-    tail, ends_in_value = (later[:-1], True) if later and later[-1] == "" else (later, False)
-    if not later:
-        ends_in_value = False
-    limit = min(len(line), _CUT_LEAD + len(first))
-    at = line.rfind(first, 0, limit)
+    # How the line must end after the pieces found in turn: right after the first piece
+    # (the format ends there), anyhow (it ends in a value: its last piece is ""), or with
+    # the format's last piece.
+    closing = later[-1].rstrip() if later else None
+    at = line.rfind(first, 0, min(len(line), _CUT_LEAD + len(first)))
     while at >= 0:
         pos = at + len(first)
-        for piece in tail[:-1] if tail and not ends_in_value else tail:
+        for piece in later[:-1]:
             pos = line.find(piece, pos)
             if pos < 0:
                 break
             pos += len(piece)
         else:
-            if ends_in_value or not tail:
-                fits = ends_in_value or pos == len(line) or not line[pos:].strip()
+            if closing is None:
+                fits = pos == len(line)
             else:
-                last = tail[-1].rstrip()
-                fits = line.endswith(last) and len(line) - len(last) >= pos
+                fits = not later[-1] or (line.endswith(closing) and len(line) - len(closing) >= pos)
             if fits:
                 return at
         at = line.rfind(first, 0, at + len(first) - 1) if at > 0 else -1

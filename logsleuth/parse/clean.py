@@ -319,17 +319,18 @@ def _syslog_seconds(month: str, day: str, clock: str) -> float | None:
     return float(calendar.timegm((1970, number, int(day), hour, minute, second, 0, 0, 0)))
 
 
-def strip_numbering(line: str, numbering: str) -> tuple[str, Origin] | None:
+def strip_numbering(line: str, numbering: str) -> tuple[str, tuple[Origin, str] | None]:
     """Strip the numbering prefix of scheme ``numbering`` from the start of ``line``.
 
-    Returns the rest and what the prefix said, or None when the line does not begin with
-    one. Each physical line carries its own, so it goes before wrapped pieces are joined.
+    Returns the rest, and what the prefix said with the prefix itself (None when the line
+    does not begin with one). Each physical line carries its own, so it goes before wrapped
+    pieces are joined.
     """
     found = NUMBERING_SCHEMES[numbering].match(line)
     if found is None:
-        return None
+        return line, None
     fields = _label_fields(numbering, found)
-    return line[found.end() :], Origin(**fields) if fields else NO_ORIGIN
+    return line[found.end() :], (Origin(**fields) if fields else NO_ORIGIN, found.group())
 
 
 def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin]:

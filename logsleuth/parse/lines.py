@@ -77,7 +77,7 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
         sample = [line.removeprefix(indent) for line in sample]
     numbering = detect_numbering(sample)
     if numbering is not None:
-        sample = [_unnumbered(line, numbering)[0] for line in sample]
+        sample = [strip_numbering(line, numbering)[0] for line in sample]
     wrap = detect_wrap(sample)
     if not indent and numbering is None and wrap is None and first.startswith(_DUMP_HEADER):
         # A py-spy dump file: read whole by the stack reader when it holds nothing else.
@@ -285,7 +285,7 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
                 line = line.removeprefix(indent)
             if numbering is not None:
                 # The label of each physical line goes before wrapped pieces are joined.
-                line, label = _unnumbered(line, numbering)
+                line, label = strip_numbering(line, numbering)
                 if label is not None:
                     labels[total] = label
             take(total, line)
@@ -466,16 +466,6 @@ def _continued(first: str, piece: str) -> str:
     if bare == piece or strip_prefixes(first)[0] == first:
         return piece
     return bare
-
-
-def _unnumbered(line: str, numbering: str) -> tuple[str, tuple[Origin, str] | None]:
-    """``line`` without the file's numbering prefix, and what the prefix said and the prefix
-    itself (None when the line has none)."""
-    stripped = strip_numbering(line, numbering)
-    if stripped is None:
-        return line, None
-    rest, hint = stripped
-    return rest, (hint, line[: len(line) - len(rest)])
 
 
 def _unlabelled(text: str, hint: Origin) -> Iterator[tuple[str, Origin]]:
