@@ -56,10 +56,17 @@ NUMBERING_SCHEMES: dict[str, re.Pattern[str]] = {
     # ... or syslog's (journalctl, /var/log/messages), with the host and program[pid].
     "syslog": re.compile(
         r"([A-Z][a-z]{2}) +(\d\d?) (\d\d:\d\d:\d\d)(?:[.,]\d+)?"
-        r"(?: ([A-Za-z][\w.\-]{0,62}) [\w.\-/]{1,64}?\[(\d{1,9})\]:)? "
+        r"(?: ([A-Za-z][\w.\-]{0,62}) (?:[\w.\-/]{1,64}?\[(\d{1,9})\]|kernel):)? "
     ),
 }
 """Prefixes that are only trusted when a whole file carries them."""
+_SYSLOG_LINE = re.compile(
+    r"([A-Z][a-z]{2}) +(\d\d?) (\d\d:\d\d:\d\d)(?:[.,]\d+)?"
+    r" ([A-Za-z][\w.\-]{0,62}) (?:[\w.\-/]{1,64}?\[(\d{1,9})\]|kernel): "
+)
+"""A whole syslog prefix (time, host, program[pid], or the kernel, which has no pid):
+unmistakable on any line, as when a ticket pastes ``journalctl -k`` lines (``kernel: NVRM:
+Xid ...``) among others."""
 _NCCL_WRITER = re.compile(r"[^\s:\[\]]+:\d+:\d+ (?:\[-?\d+\] |NCCL )")
 """The ``host:pid:tid`` an NCCL line begins with (see ``_LINE_START``)."""
 _NUMBERED = re.compile(r"\s*\d|\[\d|[A-Za-z][\w.\-]{0,62}: |[A-Z][a-z]{2} +\d")
@@ -339,7 +346,12 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
     Returns the remaining text and an Origin hint with what the prefixes said. Prefixes
     nest in any order (``[80746] [rank0]:[E321 ...`` or ``[1,3]<stdout>:[2024-..] host:..``).
     """
-    if numbering is None and line[:1] not in PREFIX_FIRST and "[repeated" not in line:
+    if (
+        numbering is None
+        and line[:1] not in PREFIX_FIRST
+        and line[:3] not in _MONTHS
+        and "[repeated" not in line
+    ):
         return line, NO_ORIGIN  # the common case: nothing to strip
     hint = NO_ORIGIN
     text = line
@@ -375,6 +387,9 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
                 text = text[m.end() :]
                 if m := _CLOUDWATCH_STREAM.match(text) or _CRI_STREAM.match(text):
                     text = text[m.end() :]
+        elif text[:3] in _MONTHS and (m := _SYSLOG_LINE.match(text)):
+            hint = _with(hint, **_label_fields("syslog", m))
+            text = text[m.end() :]
         elif text.startswith(">") and (m := _QUOTE.match(text)):
             text = text[m.end() :]
         elif text[:1] in "`~ ":

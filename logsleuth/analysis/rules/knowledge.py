@@ -172,8 +172,16 @@ class _KnowledgeRule(Rule):
             label = _label(index, known.event)
             if label not in group.writers:
                 group.writers.append(label)
+        # Of one entry's groups, those that name a culprit come first (``srun: error: HOST:
+        # task 5: Out Of Memory`` before the same node's host-less ``slurmstepd`` line).
         for group in sorted(
-            groups.values(), key=lambda g: (-g.entry.priority, g.entry.id, sorted(g.ranks))
+            groups.values(),
+            key=lambda g: (
+                -g.entry.priority,
+                g.entry.id,
+                not (g.ranks or g.hosts or g.pids),
+                sorted(g.ranks),
+            ),
         ):
             yield self._finding(index, group)
 
@@ -282,6 +290,12 @@ def _writer(index: EvidenceIndex, event: Event) -> tuple[list[int], list[str], l
 def _blame(index: EvidenceIndex, known: Known) -> tuple[list[int], list[str], list[int], str]:
     """Return the culprit (ranks, hosts, pids) of a known message and how to name it."""
     side = known.hit.entry.culprit
+    if side in ("self", "host") and (known.hit.field("rank") or known.hit.field("host")):
+        # A launcher's or scheduler's line about one of its processes (``srun: error: HOST:
+        # task 5: Out Of Memory``, ``mpirun noticed that process rank 3 ... on node HOST``):
+        # the process or host it names is the culprit, not the launcher that printed it.
+        ranks, hosts, pids, _named = _peer(index, known.hit)
+        return (ranks if side == "self" else []), hosts, pids, ""
     if side == "self":
         ranks, hosts, pids = _writer(index, known.event)
         return ranks, hosts, pids, ""

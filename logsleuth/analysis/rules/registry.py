@@ -18,6 +18,7 @@ from logsleuth.analysis.rules.gpu import CudaError, DuplicateGpu, ShmExhausted
 from logsleuth.analysis.rules.horovod import HorovodStall
 from logsleuth.analysis.rules.inconclusive import Inconclusive, Unproven
 from logsleuth.analysis.rules.init import DuplicateRanks, InitNeverReached, StoreBarrierWaiting
+from logsleuth.analysis.rules.jax import JaxCoordination
 from logsleuth.analysis.rules.job import JobExitStatus
 from logsleuth.analysis.rules.knowledge import KNOWLEDGE_RULES
 from logsleuth.analysis.rules.network import BootstrapFailure, IbCompletionError, RemoteClosed
@@ -37,6 +38,7 @@ RULES: tuple[type[Rule], ...] = tuple(
         (
             Inconclusive,
             HorovodStall,
+            JaxCoordination,
             Unproven,
             MissingCollective,
             CollectiveMismatch,

@@ -1,0 +1,79 @@
+"""What the platform around a job reports: Slurm, the kernel's GPU driver, the DataLoader.
+
+A launcher's or scheduler's line about one of its processes names that process's host; the
+message's own kind (host OOM, a GPU fault) outranks the watchdog timeouts of its victims.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from logsleuth.api import analyze
+
+TIMEOUT = (
+    "{label}[E ProcessGroupNCCL.cpp:616] [Rank {rank}] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=9912, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+    "Timeout(ms)=600000) ran for 600041 milliseconds before timing out.\n"
+)
+
+
+def _verdict(tmp_path: Path, text: str) -> tuple[str, tuple[str, ...]]:
+    log = tmp_path / "job.log"
+    log.write_text(text, encoding="utf-8")
+    verdict = analyze([str(log)]).diagnosis.verdict
+    return verdict.kind, verdict.culprit_hosts
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "srun: error: gpu-a17: task 5: Out Of Memory",
+        "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=884213.0. Some of your "
+        "processes may have been killed by the cgroup out-of-memory handler.\n"
+        "srun: error: gpu-a17: task 5: Out Of Memory",
+    ],
+)
+def test_slurm_names_the_host_whose_task_ran_out_of_memory(tmp_path: Path, line: str) -> None:
+    text = TIMEOUT.format(label="0: ", rank=0) + TIMEOUT.format(label="2: ", rank=2) + line + "\n"
+    kind, hosts = _verdict(tmp_path, text)
+    assert kind in ("resource-exhausted", "process-died")
+    assert hosts == ("gpu-a17",)
+
+
+def test_a_gpu_that_fell_off_the_bus_outranks_the_timeouts(tmp_path: Path) -> None:
+    text = (
+        "Mar 14 03:12:55 gpu-n12 kernel: NVRM: GPU at PCI:0000:b5:00: GPU-4f1e2a9b\n"
+        "Mar 14 03:12:55 gpu-n12 kernel: NVRM: Xid (PCI:0000:b5:00): 79, pid=48812, "
+        "name=python, GPU has fallen off the bus.\n" + TIMEOUT.format(label="[rank12]:", rank=12)
+    )
+    assert _verdict(tmp_path, text) == ("cuda-error", ("gpu-n12",))
+
+
+def test_an_application_xid_is_a_cuda_error_too(tmp_path: Path) -> None:
+    text = (
+        "Jun  2 10:00:01 node-3 kernel: NVRM: Xid (PCI:0000:18:00): 31, pid=2211, "
+        "name=python3, Ch 00000008, MMU Fault: ENGINE GRAPHICS faulted @ 0x7f5c_3a000000.\n"
+    )
+    assert _verdict(tmp_path, text) == ("cuda-error", ("node-3",))
+
+
+def test_a_dataloader_worker_out_of_shared_memory_is_resource_exhaustion(tmp_path: Path) -> None:
+    text = (
+        "ERROR: Unexpected bus error encountered in worker. This might be caused by "
+        "insufficient shared memory (shm).\n"
+        "RuntimeError: DataLoader worker (pid 7781) is killed by signal: Bus error. It is "
+        "possible that dataloader's workers are out of shared memory. Please try to raise "
+        "your shared memory limit.\n"
+    )
+    assert _verdict(tmp_path, text)[0] == "resource-exhausted"
+
+
+def test_deepspeeds_launcher_reports_a_worker_killed(tmp_path: Path) -> None:
+    text = (
+        "[2023-10-02 07:45:12,330] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 40211\n"
+        "[2023-10-02 07:45:13,902] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python3', "
+        "'-u', 'train.py', '--local_rank=3'] exits with return code = -9\n"
+    )
+    assert _verdict(tmp_path, text)[0] == "process-died"
