@@ -77,3 +77,58 @@ def test_deepspeeds_launcher_reports_a_worker_killed(tmp_path: Path) -> None:
         "'-u', 'train.py', '--local_rank=3'] exits with return code = -9\n"
     )
     assert _verdict(tmp_path, text)[0] == "process-died"
+
+
+DUMP_SIGNAL = (
+    "[rank{rank}]:[E1009 12:12:19.520910 ProcessGroupNCCL.cpp:1743] [PG ID 0 PG GUID "
+    "0(default_pg) Rank {rank}] Received a dump signal due to a collective timeout from  rank 1 "
+    "and we will try our best to dump the debug info. Last enqueued NCCL work: {enqueued}, last "
+    "completed NCCL work: {completed}.This is most likely caused by incorrect usages of "
+    "collectives, e.g., wrong sizes used across ranks.\n"
+)
+
+
+def _dumps(tmp_path: Path, stood: dict[int, tuple[int, int]]) -> tuple[str, tuple[int, ...]]:
+    log = tmp_path / "job.log"
+    log.write_text(
+        "".join(DUMP_SIGNAL.format(rank=r, enqueued=e, completed=c) for r, (e, c) in stood.items())
+    )
+    verdict = analyze([str(log)]).diagnosis.verdict
+    return verdict.kind, verdict.culprit_ranks
+
+
+def test_the_rank_that_never_enqueued_the_stuck_work_is_the_culprit(tmp_path: Path) -> None:
+    # The timeout is rank 1's, outside the excerpt; ranks 0 and 3 enqueued work 4410 and are
+    # stuck in it, rank 2 never enqueued it.
+    stood = {0: (4410, 4409), 2: (4409, 4409), 3: (4410, 4409)}
+    assert _dumps(tmp_path, stood) == ("missing-collective", (2,))
+
+
+def test_ranks_that_completed_the_highest_work_are_not_stuck_in_it(tmp_path: Path) -> None:
+    stood = {0: (4410, 4410), 2: (4409, 4409), 3: (4410, 4410)}
+    assert _dumps(tmp_path, stood)[1] == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        (
+            "$ kubectl describe pod trainer-worker-3\n    State:          Terminated\n"
+            "      Reason:       OOMKilled\n      Exit Code:    137\n",
+            "resource-exhausted",
+        ),
+        (
+            "ray.exceptions.RayActorError: The actor died unexpectedly before finishing this "
+            "task.\n\tclass_name: RayWorkerWrapper\n\tpid: 23310\n\tip: 10.0.12.7\n",
+            "process-died",
+        ),
+        (
+            "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on "
+            "memory.\n",
+            "resource-exhausted",
+        ),
+    ],
+    ids=["kubectl-oomkilled", "ray-actor-died", "ray-memory-monitor"],
+)
+def test_what_the_orchestrator_says_of_a_dead_worker(tmp_path: Path, text: str, kind: str) -> None:
+    assert _verdict(tmp_path, text)[0] == kind

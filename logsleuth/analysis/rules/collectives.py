@@ -543,9 +543,10 @@ class CollectiveTimeout(Rule):
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         timeouts = [e for e in index.torch if isinstance(e, WatchdogTimeout)]
-        if not timeouts:
-            return
         progress = [e for e in index.torch if isinstance(e, WatchdogProgress)]
+        if not timeouts:
+            yield from self._behind_without_timeouts(index, progress)
+            return
         by_seq: dict[tuple[str | None, int, str], list[WatchdogTimeout]] = defaultdict(list)
         for e in timeouts:
             by_seq[(e.pg, e.seq, e.op_type)].append(e)
@@ -624,6 +625,44 @@ class CollectiveTimeout(Rule):
             ),
         )
 
+    def _behind_without_timeouts(
+        self, index: EvidenceIndex, progress: list[WatchdogProgress]
+    ) -> Iterable[Finding]:
+        """Ranks whose watchdogs enqueued less work than the others', with no timeout quoted.
+
+        The timeout itself is often on a rank whose lines are not in the excerpt: the others
+        print where they stood when its dump signal reached them (``Received a dump signal
+        due to a collective timeout from rank 1 ... Last enqueued NCCL work: 4410, last
+        completed NCCL work: 4409``). Work S = the highest enqueued, not completed by anyone
+        that enqueued it, is the stuck collective; a minority that never enqueued S is where
+        the waiting ends.
+        """
+        by_pg: dict[str | None, dict[int, WatchdogProgress]] = defaultdict(dict)
+        for p in progress:
+            rank = global_rank(p, p.rank, p.pg)
+            if rank is not None and p.last_enqueued is not None:
+                by_pg[p.pg][rank] = p
+        for _pg, ranks in sorted(by_pg.items(), key=lambda kv: str(kv[0])):
+            seq = max(p.last_enqueued or 0 for p in ranks.values())
+            inside = sorted(r for r, p in ranks.items() if p.last_enqueued == seq)
+            behind = sorted(r for r, p in ranks.items() if (p.last_enqueued or 0) < seq)
+            stuck = all(
+                p.last_completed is not None and p.last_completed < seq
+                for r, p in ranks.items()
+                if r in inside
+            )
+            if behind and stuck and len(behind) < len(inside):
+                yield self._laggards(
+                    index,
+                    [],
+                    list(ranks.values()),
+                    behind,
+                    seq,
+                    "collective",
+                    inside,
+                    waited="wait in it (their watchdogs' last enqueued work)",
+                )
+
     def _one_side(
         self,
         index: EvidenceIndex,
@@ -699,6 +738,7 @@ class CollectiveTimeout(Rule):
         seq: int,
         op_type: str,
         ranks: list[int],
+        waited: str = "timed out in it",
     ) -> Finding:
         hosts: list[str] = []
         pids: list[int] = []
@@ -713,9 +753,15 @@ class CollectiveTimeout(Rule):
             name=MissingCollective.name,
             kind=MissingCollective.kind,
             severity="critical",
-            title=f"rank(s) {_fmt(missing)} never entered {op_type} SeqNum {seq}; ranks {_fmt(ranks)} timed out in it",
+            title=f"rank(s) {_fmt(missing)} never entered {op_type} SeqNum {seq}; ranks {_fmt(ranks)} {waited}",
             detail=(
-                f"The watchdog of ranks {_fmt(ranks)} timed out in {op_type} SeqNum {seq}, but rank(s) "
+                (
+                    f"The watchdog of ranks {_fmt(ranks)} timed out in {op_type} SeqNum {seq}"
+                    if group
+                    else f"The watchdogs of ranks {_fmt(ranks)} enqueued {op_type} SeqNum {seq} "
+                    "and did not complete it"
+                )
+                + f", but rank(s) "
                 f"{_fmt(missing)} either enqueued less work or reported no timeout at all: they never "
                 "joined the collective."
             ),
