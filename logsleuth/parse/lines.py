@@ -151,11 +151,21 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
         if messages.first_line is None:
             messages.first_line = number
         header = _SECTION.fullmatch(text)
-        if (
-            header is not None
-            and not busy
-            and (header.group("colon") or text.lstrip().startswith(("#", "**", "__")))
+        if header is not None and (
+            header.group("colon")
+            or header.group("rule")
+            or text.lstrip().startswith(("#", "**", "__"))
         ):
+            if busy:
+                # A reader in the middle of a block (a stack dump) sees the line first; one
+                # that does not take it has ended its block, and the header starts a section.
+                line = Line(number, text, cleaned, hint)
+                taker = next((r.name for r in readers if r.busy() and r.feed(line, sink)), None)
+                busy = any(r.busy() for r in readers)
+                if taker is not None:
+                    taken_by[taker] += 1
+                    offered.add(number)
+                    return
             section = _section_origin(header)
             label = f"{header.group('word')} {header.group('id')}"
             ref = SourceRef(source.name, number)
@@ -429,10 +439,13 @@ _SOFT_WRAP_MIN = 50
 
 
 _SECTION = re.compile(
-    r"\s*(?:#{1,6}\s*|\*\*|__)?(?P<word>(?i:rank|worker|process))[ #]?(?P<id>[A-Za-z]|\d{1,6})"
+    r"\s*(?:#{1,6}\s*|\*\*|__|(?P<rule>[=\-~]{2,})\s*)?"
+    r"(?P<word>(?i:rank|worker|process))[ #]?(?P<id>[A-Za-z]|\d{1,6})"
     r"(?:\s*\((?:[^()]{0,60})\))?\s*(?:\*\*|__)?\s*(?P<colon>:)?\s*(?:\*\*|__)?\s*"
+    r"(?(rule)[=\-~]{2,}\s*)"
 )
-"""A header line of a pasted excerpt: ``Rank A:``, ``## rank 3``, ``**Worker 1 (node2):**``."""
+"""A header line of a pasted excerpt: ``Rank A:``, ``## rank 3``, ``**Worker 1 (node2):**``,
+``=== rank 1 ===``, ``---- worker 3 ----``."""
 
 
 def _section_origin(header: re.Match[str]) -> Origin:

@@ -400,8 +400,11 @@ class _DumpBuilder:
             return True
         if self.fmt != FAULTHANDLER:
             return False
-        if shape.state == "current" and any(t.state == "current" for t in self.threads):
-            return True
+        if shape.state == "current":
+            # One thread of a dump is the current one, listed among the others: the first
+            # ``Current thread`` of a dump continues it even where a paste lost the blank
+            # line before it; a second one opens the next dump.
+            return any(t.state == "current" for t in self.threads)
         # faulthandler puts a blank line between the threads of one dump and nothing between
         # two dumps: a thread header right after a frame line starts a new dump.
         return self.last_was_frame and line.no == self.last_no + 1

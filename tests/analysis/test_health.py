@@ -133,3 +133,41 @@ def test_a_live_run_that_exited_0_by_itself_is_healthy(tmp_path: Path) -> None:
 
 def test_a_live_run_that_exited_1_is_not(tmp_path: Path) -> None:
     assert analyze([str(_bundle(tmp_path, 1))]).diagnosis.verdict.kind != "healthy"
+
+
+FAULTHANDLER_ALL_THREADS = """\
+Thread 0x00007f8e2b7fe700 (most recent call first):
+  File "/usr/lib/python3.10/threading.py", line 324 in wait
+  File "/usr/local/lib/python3.10/dist-packages/tqdm/_monitor.py", line 60 in run
+Current thread 0x00007f8f6c1a5740 (most recent call first):
+  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/distributed_c10d.py", line 2050 in barrier
+  File "/workspace/train.py", line 301 in save_checkpoint
+"""
+
+
+def test_one_dump_of_all_threads_pasted_without_blank_lines_is_not_progress(
+    tmp_path: Path,
+) -> None:
+    # The blank line between faulthandler's threads was lost in the paste: still one dump of
+    # one process (its current thread in a barrier), not two processes, not two snapshots.
+    log = tmp_path / "hang.txt"
+    log.write_text(FAULTHANDLER_ALL_THREADS)
+    diagnosis = analyze([str(log)]).diagnosis
+    assert diagnosis.verdict.kind == "inconclusive"
+    assert len(diagnosis.stack_classes) == 1
+
+
+def test_dumps_of_different_processes_under_one_label_are_not_snapshots(tmp_path: Path) -> None:
+    # Two py-spy dumps that a paste put under one "rank 0" heading, with different pids and
+    # different stacks: not one process that moved.
+    dump = (
+        "Process {pid}: python train.py\nPython v3.10.12 (/usr/bin/python3.10)\n\n"
+        'Thread {pid} (idle): "MainThread"\n    {frame}\n    main (train.py:140)\n\n'
+    )
+    log = tmp_path / "stacks.txt"
+    log.write_text(
+        "## rank 0\n"
+        + dump.format(pid=4101, frame="all_reduce (torch/distributed/distributed_c10d.py:2498)")
+        + dump.format(pid=4102, frame="get (multiprocessing/queues.py:113)")
+    )
+    assert analyze([str(log)]).diagnosis.verdict.kind != "healthy"

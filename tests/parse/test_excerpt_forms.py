@@ -143,6 +143,25 @@ def test_a_journal_line_names_the_host_and_pid_of_its_writer() -> None:
     assert (dump.origin.host, dump.origin.pid) == ("gpu-node17", 46930)
 
 
+def test_a_kernel_line_among_others_names_its_host() -> None:
+    # journalctl -k lines pasted between a job's own: the syslog prefix is read per line.
+    text = (
+        "[rank12]: RuntimeError: NCCL communicator was aborted on rank 12.\n"
+        "Mar 14 03:12:55 gpu-n12 kernel: NVRM: Xid (PCI:0000:b5:00): 79, pid=48812, "
+        "name=python, GPU has fallen off the bus.\n"
+    )
+    hosts = [e.origin.host for e in read(text).events if "Xid" in e.text]
+    assert hosts == ["gpu-n12"]
+
+
+@pytest.mark.parametrize("header", ["=== rank {r} ===", "---- rank {r} ----", "## rank {r}"])
+def test_each_dump_under_a_section_header_is_that_ranks(header: str) -> None:
+    # Dumps pasted one after another under headers: each header ends the dump above it.
+    text = "".join(f"{header.format(r=r)}\n{PYSPY}\n" for r in (0, 1, 2))
+    dumps = [e for e in read(text).events if isinstance(e, StackDump)]
+    assert [d.origin.rank for d in dumps] == [0, 1, 2]
+
+
 # ---------------------------------------------------------------- wrapped pieces
 
 

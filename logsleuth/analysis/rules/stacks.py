@@ -87,7 +87,7 @@ def stack_classes(index: EvidenceIndex) -> tuple[StackClass, ...]:
 
 
 def _proc_stacks(index: EvidenceIndex) -> list[ProcStack]:
-    found: dict[tuple[int | None, str | None, int | None], list[ProcStack]] = {}
+    found: dict[tuple[object, ...], list[ProcStack]] = {}
     # The host of each rank, as EvidenceIndex.proc_of_rank picks it, in one pass (a lookup
     # per dump is quadratic in the ranks).
     host_of: dict[int, str | None] = {}
@@ -109,7 +109,14 @@ def _proc_stacks(index: EvidenceIndex) -> list[ProcStack]:
             rank = _file_rank(dump.ref.source)
         if host is None and rank is not None:
             host = host_of.get(rank)
-        key = (rank, host, pid) if rank is None else (rank, None, None)
+        key: tuple[object, ...] = (rank, host, pid) if rank is None else (rank, None, None)
+        if rank is None and pid is None:
+            # A dump that names no process is a snapshot of another such dump's process only
+            # when both come from one file and show the same main thread (faulthandler's
+            # repeated ``Timeout`` dumps); two anonymous dumps are otherwise two processes.
+            main = dump.main_thread()
+            tid = main.tid if main is not None else None
+            key = (None, host, None, dump.ref.source, tid if tid is not None else -dump.ref.line)
         entry = ProcStack(rank=rank, host=host, pid=pid, dump=dump)
         seen = found.setdefault(key, [])
         if seen and seen[-1].dump.ref.source == dump.ref.source and dump.fmt == GDB:
@@ -120,6 +127,10 @@ def _proc_stacks(index: EvidenceIndex) -> list[ProcStack]:
     procs = []
     for snaps in found.values():
         last = snaps[-1]
+        if last.pid is not None:
+            # Dumps of one rank by another process (a restarted worker, or a paste that
+            # labelled several processes' dumps alike) are not snapshots of this one.
+            snaps = [p for p in snaps if p.pid in (last.pid, None)]
         if len(snaps) > 1:
             moved = len({main_stack_key(p.dump) for p in snaps}) > 1
             last = replace(last, snapshots=len(snaps), moved=moved)
