@@ -171,3 +171,24 @@ def test_dumps_of_different_processes_under_one_label_are_not_snapshots(tmp_path
         + dump.format(pid=4102, frame="get (multiprocessing/queues.py:113)")
     )
     assert analyze([str(log)]).diagnosis.verdict.kind != "healthy"
+
+
+def test_an_error_message_alone_is_a_failure_without_a_cause(tmp_path: Path) -> None:
+    # A message behind an exception type is evidence of a failure even when no rule knows
+    # it: "errors were logged", never "no failure found".
+    log = tmp_path / "err.log"
+    log.write_text(
+        "[rank1]: RuntimeError: Detected rank-local state diverged: CollectiveFingerPrint "
+        "could not be built for the current call.\n"
+    )
+    verdict = analyze([str(log)]).diagnosis.verdict
+    assert (verdict.kind, verdict.code) == ("inconclusive", "LS001")
+
+
+def test_a_python_warning_is_no_failure(tmp_path: Path) -> None:
+    log = tmp_path / "warn.log"
+    log.write_text(
+        "UserWarning: torch.distributed.reduce_op is deprecated, please use "
+        "torch.distributed.ReduceOp instead\n"
+    )
+    assert analyze([str(log)]).diagnosis.verdict.code == "LS002"

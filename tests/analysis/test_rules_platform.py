@@ -127,8 +127,33 @@ def test_ranks_that_completed_the_highest_work_are_not_stuck_in_it(tmp_path: Pat
             "memory.\n",
             "resource-exhausted",
         ),
+        (
+            "ORTE has lost communication with a remote daemon.\n\n"
+            "  HNP daemon   : [[41234,0],0] on node gpu-a01\n"
+            "  Remote daemon: [[41234,0],3] on node gpu-a04\n",
+            "process-died",
+        ),
+        (
+            "torch.distributed.elastic.rendezvous.api.RendezvousClosedError\n"
+            "The node 'worker-2_3312_0' has failed to send a keep-alive heartbeat to the "
+            "rendezvous '5d1c' due to an error of type RendezvousConnectionError.\n",
+            "bootstrap-failure",
+        ),
+        (
+            "[rank1]: RuntimeError: Expected to have finished reduction in the prior iteration "
+            "before starting a new one. This error indicates that your module has parameters "
+            "that were not used in producing loss.\n",
+            "process-died",
+        ),
     ],
-    ids=["kubectl-oomkilled", "ray-actor-died", "ray-memory-monitor"],
+    ids=[
+        "kubectl-oomkilled",
+        "ray-actor-died",
+        "ray-memory-monitor",
+        "orte-daemon-lost",
+        "rendezvous-lost",
+        "ddp-unused-parameters",
+    ],
 )
 def test_what_the_orchestrator_says_of_a_dead_worker(tmp_path: Path, text: str, kind: str) -> None:
     assert _verdict(tmp_path, text)[0] == kind

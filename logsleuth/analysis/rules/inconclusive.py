@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
+from logsleuth import knowledge
 from logsleuth.analysis.health import health_proofs, unproven_streams
 from logsleuth.analysis.index import EvidenceIndex
 from logsleuth.analysis.rules.base import Rule, describe, evidence_of
@@ -11,6 +13,7 @@ from logsleuth.analysis.rules.knowledge import explained_by_knowledge
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.flight import FlightRecorderDump
+from logsleuth.model.messages import LogMessage
 from logsleuth.model.ranks import LISTED_RANKS, absent_ranks, format_ranks
 
 
@@ -55,7 +58,7 @@ class Inconclusive(Rule):
                     if stalled
                     else ""
                 )
-                + f"{total} line(s) of evidence point at a failure (NCCL WARNs, error "
+                + f"{total} line(s) of evidence point at a failure (NCCL WARNs, error messages, error "
                 "back-traces, failed processes or a detected stall), but none matches a known "
                 "failure pattern. The first ones are quoted."
             ),
@@ -137,7 +140,34 @@ def _unexplained(index: EvidenceIndex) -> list[Event]:
         unexplained += [t for t in index.traces if t.code != 0]
     unexplained += index.failures
     unexplained += [m for m in index.manifests if m.stalled_at]
+    unexplained += [m for m in index.all_of(LogMessage) if _is_error(m)]
     return unexplained
+
+
+_ERROR_LEVELS = frozenset(
+    ("ERROR", "FATAL", "CRITICAL", "ENFORCE", "CHECK", "THROW", "EXC", "ASSERT")
+)
+_RAISED = re.compile(r"\b[A-Za-z_]\w*(?:Error|Exception|Failure)\s*:\s*$")
+"""A label that is an exception's type: the message is what was raised (``RuntimeError: ...``)."""
+_WARNING_TYPE = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*Warning\b")
+
+
+def _is_error(message: LogMessage) -> bool:
+    """Say whether a message recognized by its text reports an error.
+
+    The catalogs give the level: an error log (``ERROR``, ``LOG(FATAL)``), a failed check
+    (``TORCH_CHECK``, ``C10D_CHECK``, ``ENFORCE``), an exception raised (``raise ...``,
+    ``THROW``, or any message behind an exception type: ``RuntimeError: ...``). A Python
+    warning is none, nor a message the knowledge base calls harmless.
+    """
+    level = message.level
+    raised = _RAISED.search(message.label) is not None
+    if not (raised or level in _ERROR_LEVELS or level.startswith(("ERROR(", "raise "))):
+        return False
+    if _WARNING_TYPE.match(message.message):
+        return False
+    entry = knowledge.match(message.message)
+    return entry is None or entry.severity not in ("info", "warning")
 
 
 def _what_to_collect(index: EvidenceIndex) -> tuple[str, ...]:
