@@ -145,6 +145,16 @@ def test_ranks_that_completed_the_highest_work_are_not_stuck_in_it(tmp_path: Pat
             "that were not used in producing loss.\n",
             "process-died",
         ),
+        (
+            "[rank0]: torch.distributed.DistStoreError: Timed out after 1801 seconds waiting for "
+            "clients. 7/8 clients joined.\n",
+            "init-stall",
+        ),
+        (
+            "worker-3: ssh: connect to host worker-3 port 22: Connection refused\n"
+            "pdsh@worker-1: worker-3: ssh exited with exit code 255\n",
+            "bootstrap-failure",
+        ),
     ],
     ids=[
         "kubectl-oomkilled",
@@ -153,6 +163,8 @@ def test_ranks_that_completed_the_highest_work_are_not_stuck_in_it(tmp_path: Pat
         "orte-daemon-lost",
         "rendezvous-lost",
         "ddp-unused-parameters",
+        "store-clients-missing",
+        "ssh-unreachable",
     ],
 )
 def test_what_the_orchestrator_says_of_a_dead_worker(tmp_path: Path, text: str, kind: str) -> None:
