@@ -144,6 +144,15 @@ def error_payload(kind: str, reason: str, **values: Any) -> Payload:
     return Payload(WatchdogError, {"kind": kind, "reason": reason, **values})
 
 
+class _CutShort(UnexpectedInput):
+    """A ``WorkNCCL(...)`` cut before the fields that say which collective it is.
+
+    The line is then no watchdog record of ours (the catalog may still read its message).
+    """
+
+    pos_in_stream = None  # not past column 0: parse_torch_record gives the line up
+
+
 @v_args(inline=True)
 class LineTransformer(Transformer[Token, Any]):
     """Turn each entry rule of ``torch.lark`` into a :class:`Shape`."""
@@ -224,8 +233,12 @@ class LineTransformer(Transformer[Token, Any]):
     def unknown_body(self, text: Token) -> Payload:
         return _unknown(str(text).strip())
 
-    def work(self, _: Token, *fields: tuple[str, str]) -> dict[str, str]:
-        return dict(f for f in fields if isinstance(f, tuple))
+    def work(self, _: Token, *fields: tuple[str, str] | Token) -> dict[str, str]:
+        work = dict(f for f in fields if isinstance(f, tuple))
+        cut = isinstance(fields[-1], Token) and fields[-1].type == "WORK_CUT"
+        if cut and ("SeqNum" not in work or "OpType" not in work):
+            raise _CutShort("a cut WorkNCCL(...) without its SeqNum and OpType")
+        return work
 
     def work_field(self, key: Token, value: Token) -> tuple[str, str]:
         return str(key), str(value)

@@ -332,3 +332,29 @@ def test_a_flattened_paste_of_many_messages_is_read_without_backtracking() -> No
     assert found is not None and found.whole and found.start == 0
     assert found.entry.fmt.startswith("Channel %02d/%01d : %d[%d] -> %d[%d] via P2P/IPC")
     assert found.fields[:3] == ("00", "0", "0")
+
+
+# ---------------------------------------------------------------- lines cut at a width
+
+TIMEOUT_LINE = (
+    "[E ProcessGroupNCCL.cpp:475] [Rank 1] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for "
+    "1800083 milliseconds before timing out."
+)
+
+
+@pytest.mark.parametrize("width", [123, 124, 128, 145])
+def test_a_watchdog_timeout_cut_after_its_op_type_is_still_one(width: int) -> None:
+    # Cut anywhere after the separator that follows OpType: the fields before the cut are
+    # whole, the rank, SeqNum and OpType are read.
+    line = TIMEOUT_LINE[:width]
+    assert "OpType=ALLREDUCE," in line and not line.endswith(")")
+    (event,) = [e for e in read(line + "\n").events if type(e).__name__ == "WatchdogTimeout"]
+    assert (event.origin.rank, event.seq, event.op_type) == (1, 3, "ALLREDUCE")
+
+
+@pytest.mark.parametrize("width", [107, 115, 119])
+def test_a_watchdog_timeout_cut_inside_seqnum_or_optype_is_not_read_as_one(width: int) -> None:
+    # "SeqNum=3" may have been "SeqNum=31", "OpType=ALLRED" anything: no number is made up.
+    line = TIMEOUT_LINE[:width]
+    assert [e for e in read(line + "\n").events if type(e).__name__ == "WatchdogTimeout"] == []
