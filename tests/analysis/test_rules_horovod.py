@@ -51,3 +51,7 @@ def test_stalled_ops_ready_on_rank_1_only_leave_rank_0_missing(tmp_path: Path) -
 def test_no_stall_report_no_finding(tmp_path: Path) -> None:
     text = "[0]<stderr>:Epoch 1/10\n[1]<stderr>:Epoch 1/10\n"
     assert _ls121(tmp_path, text) == []
+
+
+def test_a_stall_report_cut_before_its_list_names_no_rank(tmp_path: Path) -> None:
+    assert _ls121(tmp_path, HEAD) == [("missing-collective", ())]

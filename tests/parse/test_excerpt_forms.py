@@ -358,3 +358,16 @@ def test_a_watchdog_timeout_cut_inside_seqnum_or_optype_is_not_read_as_one(width
     # "SeqNum=3" may have been "SeqNum=31", "OpType=ALLRED" anything: no number is made up.
     line = TIMEOUT_LINE[:width]
     assert [e for e in read(line + "\n").events if type(e).__name__ == "WatchdogTimeout"] == []
+
+
+def test_a_desync_report_cut_at_a_width_is_still_a_mismatch(tmp_path: Path) -> None:
+    # Cut inside the first fingerprint: the catalog may type the line by the fingerprint
+    # message quoted in it; the knowledge base reads the whole line.
+    line = (
+        "RuntimeError: Detected mismatch between collectives on ranks. Rank 4 is running "
+        "collective: CollectiveFingerPrint(SequenceNumber=35, OpType=_ALLGATHER_BASE, "
+        "TensorShape=[9634624]"
+    )[:120]
+    log = tmp_path / "error.log"
+    log.write_text(line + "\n")
+    assert analyze([str(log)]).diagnosis.verdict.kind == "collective-mismatch"

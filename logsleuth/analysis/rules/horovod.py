@@ -17,6 +17,7 @@ from logsleuth.model.ranks import format_ranks
 _MISSING_RANK = re.compile(r"^\s*(\d{1,6}): \[(.*?)\]?,?\s*$")
 _STALLED_OP = re.compile(r"^\s*(\S+) \[(ready|missing) ranks: ([\d, ]+)\],?\s*$")
 _SPLIT = re.compile(r",\s*")
+_STALL = re.compile(r"waiting for remainder of ranks|(?:^|\s)(?:Missing ranks|Stalled ops):")
 
 
 class HorovodStall(Rule):
@@ -69,6 +70,27 @@ class HorovodStall(Rule):
                 for rank in set(range(top + 1)) - submitted:
                     missing[rank] = set(ready)
         if not missing:
+            headers = [m for m in messages if _STALL.search(f"{m.label} {m.message}")]
+            if headers:
+                # The stall report without its list (an excerpt cut after the first line):
+                # ranks are missing, which ones the evidence does not say.
+                finding = self.finding(
+                    severity="error",
+                    title="Horovod's stall inspector reports tensors some ranks never submitted; "
+                    "the ranks it lists are not in the evidence",
+                    detail=(
+                        "Horovod's stall inspector found ranks waiting for tensors that other "
+                        "ranks have not submitted. The lines after its report name the missing "
+                        "ranks (Missing ranks: / Stalled ops:); they are not in the evidence."
+                    ),
+                    events=headers,
+                    confidence=0.4,
+                    next_steps=(
+                        "Collect the lines after the stall report: the ranks it lists are the "
+                        "ones that took another code path.",
+                    ),
+                )
+                yield replace(finding, kind="missing-collective")
             return
         # Each rank misses tensors the others submitted: they run different ops (mismatch).
         # One rank (or a few) missing what all others submitted: they are missing.

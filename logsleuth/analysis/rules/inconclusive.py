@@ -9,7 +9,7 @@ from logsleuth import knowledge
 from logsleuth.analysis.health import health_proofs, unproven_streams
 from logsleuth.analysis.index import EvidenceIndex
 from logsleuth.analysis.rules.base import Rule, describe, evidence_of
-from logsleuth.analysis.rules.knowledge import explained_by_knowledge
+from logsleuth.analysis.rules.knowledge import explained_by_knowledge, raised
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.flight import FlightRecorderDump
@@ -147,8 +147,6 @@ def _unexplained(index: EvidenceIndex) -> list[Event]:
 _ERROR_LEVELS = frozenset(
     ("ERROR", "FATAL", "CRITICAL", "ENFORCE", "CHECK", "THROW", "EXC", "ASSERT")
 )
-_RAISED = re.compile(r"\b[A-Za-z_]\w*(?:Error|Exception|Failure)\s*:\s*$")
-"""A label that is an exception's type: the message is what was raised (``RuntimeError: ...``)."""
 _WARNING_TYPE = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*Warning\b")
 
 
@@ -161,8 +159,7 @@ def _is_error(message: LogMessage) -> bool:
     warning is none, nor a message the knowledge base calls harmless.
     """
     level = message.level
-    raised = _RAISED.search(message.label) is not None
-    if not (raised or level in _ERROR_LEVELS or level.startswith(("ERROR(", "raise "))):
+    if not (raised(message) or level in _ERROR_LEVELS or level.startswith(("ERROR(", "raise "))):
         return False
     if _WARNING_TYPE.match(message.message):
         return False

@@ -52,8 +52,34 @@ _INFORMATIONAL = frozenset({"INFO", "TRACE", "DEBUG", "VLOG(2)", "CALL", "VERSIO
 
 
 def _informational(message: LogMessage) -> bool:
-    """Return True for a message printed at an informational level (INFO, TRACE, DEBUG)."""
-    return message.level.upper() in _INFORMATIONAL
+    """Return True for a message printed at an informational level (INFO, TRACE, DEBUG).
+
+    A message behind an exception type (``RuntimeError: ...``) was raised, whatever level
+    the catalog row it matched logs it at.
+    """
+    return message.level.upper() in _INFORMATIONAL and not raised(message)
+
+
+RAISED = re.compile(r"\b[A-Za-z_]\w*(?:Error|Exception|Failure)\s*:(?:\s|$)")
+"""An exception type before a message: what follows it was raised (``RuntimeError: ...``)."""
+
+
+def raised(message: LogMessage) -> bool:
+    """Say whether ``message`` stands behind an exception type in its line (its label)."""
+    return RAISED.search(message.label) is not None
+
+
+def _whole(event: Event) -> str:
+    """The text the knowledge base reads: a message with the unknown text before it.
+
+    The catalog may have typed a line by a message quoted inside another (a cut desync
+    report: ``RuntimeError: Detected mismatch ... Rank 4 is running`` read as the
+    fingerprint message after it); the knowledge base reads the whole line.
+    """
+    text = event_text(event)
+    if isinstance(event, LogMessage) and event.label:
+        return f"{event.label} {text}"
+    return text
 
 
 def known_messages(index: EvidenceIndex) -> list[Known]:
@@ -71,6 +97,9 @@ def known_messages(index: EvidenceIndex) -> list[Known]:
     for event in events:
         text = event_text(event)
         hit = knowledge.lookup(text) if text else None
+        if hit is None and isinstance(event, LogMessage) and event.label:
+            text = _whole(event)
+            hit = knowledge.lookup(text)
         if hit is not None:
             found.append(Known(event, hit, text))
     # INFO lines count only for the downgrades NCCL reports there (a cause of severity warning).
@@ -95,6 +124,10 @@ def explained_by_knowledge(warn: NcclWarn) -> bool:
     return entry is not None and (entry.severity in ("info", "warning") or entry.role == "symptom")
 
 
+_READS_MESSAGES = frozenset({"LS121"})
+"""Rules that read every message of their family by its text (Horovod's stall inspector)."""
+
+
 def _read_elsewhere(index: EvidenceIndex, known: Known, completed: set[Stream]) -> bool:
     """Say whether the rule named by the entry's ``defer_to`` reads this event itself."""
     event, code = known.event, known.hit.entry.defer_to
@@ -102,6 +135,8 @@ def _read_elsewhere(index: EvidenceIndex, known: Known, completed: set[Stream]) 
         return False
     if isinstance(event, WatchdogError):
         return code == "LS203" and bool(REMOTE_CLOSED.search(known.text))
+    if isinstance(event, LogMessage) and code in _READS_MESSAGES:
+        return True
     if not isinstance(event, NcclWarn):
         return False
     family = {"LS301": "duplicate-gpu", "LS302": "shm", "LS303": "cuda", "LS202": "ib-completion"}
