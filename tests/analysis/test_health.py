@@ -192,3 +192,11 @@ def test_a_python_warning_is_no_failure(tmp_path: Path) -> None:
         "torch.distributed.ReduceOp instead\n"
     )
     assert analyze([str(log)]).diagnosis.verdict.code == "LS002"
+
+
+def test_a_restored_nccl_warn_is_a_failure(tmp_path: Path) -> None:
+    # The first line of an excerpt, cut before its NCCL prefix: the catalog restores the WARN
+    # it ends; a WARN is no healthy or silent run.
+    log = tmp_path / "warn.log"
+    log.write_text("y_qp failed with error Invalid argument errno 22\n")
+    assert analyze([str(log)]).diagnosis.verdict.code == "LS001"

@@ -155,11 +155,18 @@ def _is_error(message: LogMessage) -> bool:
 
     The catalogs give the level: an error log (``ERROR``, ``LOG(FATAL)``), a failed check
     (``TORCH_CHECK``, ``C10D_CHECK``, ``ENFORCE``), an exception raised (``raise ...``,
-    ``THROW``, or any message behind an exception type: ``RuntimeError: ...``). A Python
+    ``THROW``, or any message behind an exception type: ``RuntimeError: ...``), an NCCL WARN
+    read by its text (its prefix cut or missing). A Python
     warning is none, nor a message the knowledge base calls harmless.
     """
     level = message.level
-    if not (raised(message) or level in _ERROR_LEVELS or level.startswith(("ERROR(", "raise "))):
+    nccl_warn = message.family == "nccl" and level == "WARN"  # a bare or restored NCCL WARN
+    if not (
+        nccl_warn
+        or raised(message)
+        or level in _ERROR_LEVELS
+        or level.startswith(("ERROR(", "raise "))
+    ):
         return False
     if _WARNING_TYPE.match(message.message):
         return False
