@@ -46,6 +46,11 @@ PREFIX_FIRST = frozenset("[(>0123456789`~ ")
 """First characters of every prefix that needs no numbering scheme."""
 _RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 
+_SYSLOG_TIME = r"([A-Z][a-z]{2}) +(\d\d?) (\d\d:\d\d:\d\d)(?:[.,]\d+)?"
+"""Syslog's time: month, day and clock (no year)."""
+_SYSLOG_WRITER = r" ([A-Za-z][\w.\-]{0,62}) (?:[\w.\-/]{1,64}?\[(\d{1,9})\]|kernel):"
+"""Syslog's writer: the host, then program[pid], or the kernel (which has no pid)."""
+
 NUMBERING_SCHEMES: dict[str, re.Pattern[str]] = {
     "viewer": re.compile(r"\s*(\d{1,9})\s(?=\S)"),
     "bracket": re.compile(r"\[(\d{1,9})\]\s(?=\S)"),
@@ -54,16 +59,10 @@ NUMBERING_SCHEMES: dict[str, re.Pattern[str]] = {
     # A collector's time without brackets: ISO date and time (``ts``, log shippers) ...
     "stamp": re.compile(r"(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d)(?:[.,](\d+))? "),
     # ... or syslog's (journalctl, /var/log/messages), with the host and program[pid].
-    "syslog": re.compile(
-        r"([A-Z][a-z]{2}) +(\d\d?) (\d\d:\d\d:\d\d)(?:[.,]\d+)?"
-        r"(?: ([A-Za-z][\w.\-]{0,62}) (?:[\w.\-/]{1,64}?\[(\d{1,9})\]|kernel):)? "
-    ),
+    "syslog": re.compile(f"{_SYSLOG_TIME}(?:{_SYSLOG_WRITER})? "),
 }
 """Prefixes that are only trusted when a whole file carries them."""
-_SYSLOG_LINE = re.compile(
-    r"([A-Z][a-z]{2}) +(\d\d?) (\d\d:\d\d:\d\d)(?:[.,]\d+)?"
-    r" ([A-Za-z][\w.\-]{0,62}) (?:[\w.\-/]{1,64}?\[(\d{1,9})\]|kernel): "
-)
+_SYSLOG_LINE = re.compile(f"{_SYSLOG_TIME}{_SYSLOG_WRITER} ")
 """A whole syslog prefix (time, host, program[pid], or the kernel, which has no pid):
 unmistakable on any line, as when a ticket pastes ``journalctl -k`` lines (``kernel: NVRM:
 Xid ...``) among others."""

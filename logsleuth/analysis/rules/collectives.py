@@ -646,11 +646,7 @@ class CollectiveTimeout(Rule):
             seq = max(p.last_enqueued or 0 for p in ranks.values())
             inside = sorted(r for r, p in ranks.items() if p.last_enqueued == seq)
             behind = sorted(r for r, p in ranks.items() if (p.last_enqueued or 0) < seq)
-            stuck = all(
-                p.last_completed is not None and p.last_completed < seq
-                for r, p in ranks.items()
-                if r in inside
-            )
+            stuck = all((c := ranks[r].last_completed) is not None and c < seq for r in inside)
             if behind and stuck and len(behind) < len(inside):
                 yield self._laggards(
                     index,

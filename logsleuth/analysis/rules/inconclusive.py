@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from logsleuth import knowledge
 from logsleuth.analysis.health import health_proofs, unproven_streams
 from logsleuth.analysis.index import EvidenceIndex
 from logsleuth.analysis.rules.base import Rule, describe, evidence_of
@@ -156,8 +155,8 @@ def _is_error(message: LogMessage) -> bool:
     The catalogs give the level: an error log (``ERROR``, ``LOG(FATAL)``), a failed check
     (``TORCH_CHECK``, ``C10D_CHECK``, ``ENFORCE``), an exception raised (``raise ...``,
     ``THROW``, or any message behind an exception type: ``RuntimeError: ...``), an NCCL WARN
-    read by its text (its prefix cut or missing). A Python
-    warning is none, nor a message the knowledge base calls harmless.
+    read by its text (its prefix cut or missing). A Python warning is none, nor a message the
+    knowledge base calls harmless or reports as a known symptom (LS702).
     """
     level = message.level
     nccl_warn = message.family == "nccl" and level == "WARN"  # a bare or restored NCCL WARN
@@ -168,10 +167,7 @@ def _is_error(message: LogMessage) -> bool:
         or level.startswith(("ERROR(", "raise "))
     ):
         return False
-    if _WARNING_TYPE.match(message.message):
-        return False
-    entry = knowledge.match(message.message)
-    return entry is None or entry.severity not in ("info", "warning")
+    return not _WARNING_TYPE.match(message.message) and not explained_by_knowledge(message)
 
 
 def _what_to_collect(index: EvidenceIndex) -> tuple[str, ...]:

@@ -14,11 +14,10 @@ from logsleuth.model.diagnosis import Finding
 from logsleuth.model.messages import LogMessage
 from logsleuth.model.ranks import format_ranks
 
-_TASK = re.compile(r"/job:[\w.\-]+/replica:\d+/task:(\d+)")
 _LISTED = re.compile(r"^\s*/job:[\w.\-]+/replica:\d+/task:(\d+)\s*[,.]?\s*$")
 _BARRIER = re.compile(r"\bBarrier timed out\b")
 _UNHEALTHY = re.compile(r"\bstopped sending heartbeats\b")
-_HEARTBEAT = re.compile(r"\bTask (/job:[\w.\-]+/replica:\d+/task:\d+) heartbeat timeout\b")
+_HEARTBEAT = re.compile(r"\bTask /job:[\w.\-]+/replica:\d+/task:(\d+) heartbeat timeout\b")
 
 
 class JaxCoordination(Rule):
@@ -70,9 +69,7 @@ class JaxCoordination(Rule):
                     listing = dead
                     context.append(message)
                 elif found := _HEARTBEAT.search(text):
-                    task = _TASK.search(found.group(1))
-                    if task is not None:
-                        dead.setdefault(int(task.group(1)), []).append(message)
+                    dead.setdefault(int(found.group(1)), []).append(message)
                 elif (found := _LISTED.match(text)) and listing is not None:
                     # A bare task line belongs to the list the last header opened.
                     listing.setdefault(int(found.group(1)), []).append(message)

@@ -60,26 +60,13 @@ def _informational(message: LogMessage) -> bool:
     return message.level.upper() in _INFORMATIONAL and not raised(message)
 
 
-RAISED = re.compile(r"\b[A-Za-z_]\w*(?:Error|Exception|Failure)\s*:(?:\s|$)")
+_RAISED = re.compile(r"\b[A-Za-z_]\w*(?:Error|Exception|Failure)\s*:(?:\s|$)")
 """An exception type before a message: what follows it was raised (``RuntimeError: ...``)."""
 
 
 def raised(message: LogMessage) -> bool:
     """Say whether ``message`` stands behind an exception type in its line (its label)."""
-    return RAISED.search(message.label) is not None
-
-
-def _whole(event: Event) -> str:
-    """The text the knowledge base reads: a message with the unknown text before it.
-
-    The catalog may have typed a line by a message quoted inside another (a cut desync
-    report: ``RuntimeError: Detected mismatch ... Rank 4 is running`` read as the
-    fingerprint message after it); the knowledge base reads the whole line.
-    """
-    text = event_text(event)
-    if isinstance(event, LogMessage) and event.label:
-        return f"{event.label} {text}"
-    return text
+    return _RAISED.search(message.label) is not None
 
 
 def known_messages(index: EvidenceIndex) -> list[Known]:
@@ -98,7 +85,10 @@ def known_messages(index: EvidenceIndex) -> list[Known]:
         text = event_text(event)
         hit = knowledge.lookup(text) if text else None
         if hit is None and isinstance(event, LogMessage) and event.label:
-            text = _whole(event)
+            # The catalog may have typed the line by a message quoted inside another (a
+            # desync report cut at a width, read as the fingerprint after its first words):
+            # the knowledge base then reads the whole line.
+            text = f"{event.label} {text}"
             hit = knowledge.lookup(text)
         if hit is not None:
             found.append(Known(event, hit, text))
@@ -114,7 +104,7 @@ def known_messages(index: EvidenceIndex) -> list[Known]:
     return found
 
 
-def explained_by_knowledge(warn: NcclWarn) -> bool:
+def explained_by_knowledge(warn: NcclWarn | LogMessage) -> bool:
     """Say whether ``warn`` needs no fallback: harmless (benign, a warning) or a known symptom.
 
     Known causes and internal errors raise error findings of their own; a known symptom is
