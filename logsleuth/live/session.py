@@ -17,9 +17,10 @@ The stall rule (docs/live.md): the job makes *progress* on any of these signals
   to import torch in every rank without a line of output. CPU used by a process seen in its
   own code is no sign of progress, as NCCL spins while it waits.
 
-Silence on stdout alone is never a stall. Stacks are sampled only once no signal came for a
-while (half the stall timeout, at most 5 s), then every quarter of the stall timeout (1 to
-5 s). When nothing progressed for ``stall_timeout`` seconds, the job has stalled: every rank
+Silence on stdout alone is never a stall. Stacks are sampled only once no signal but CPU use
+came for a while (half the stall timeout, at most 5 s), then every quarter of the stall
+timeout (1 to 5 s): the first sample is what tells a rank spinning in NCCL (its own code)
+from one still starting, so CPU use must not put it off. When nothing progressed for ``stall_timeout`` seconds, the job has stalled: every rank
 is dumped twice (with its DataLoader workers, ``py-spy dump --subprocesses``),
 ``snapshot_gap`` seconds apart; then the job is ended (SIGTERM, then SIGKILL, to its whole
 process group), or left running with ``keep_running`` (``--capture-only``). Output the job
@@ -89,10 +90,14 @@ POLL_S = 0.25
 RANK_SCAN_S = 1.0
 CPU_PROGRESS_S = 0.2
 """CPU seconds per scan, used by processes not seen in their own code, that count as progress."""
+CPU_SIGNAL = "CPU while starting"
 IO_PROGRESS_BYTES = 4096
 """Bytes read or written per scan by the ranks and their children that count as progress."""
 TEARDOWN_LOG = "teardown.log"
 """The job's output after live began to end it (not evidence; analysis skips it)."""
+TEARDOWN_SUFFIX = ".teardown"
+"""What NCCL wrote to ``nccl/NAME`` after live began to end the job goes to ``NAME.teardown``
+(the peers it lost to SIGTERM are not evidence; analysis skips the suffix)."""
 _LEFT_RUNNING: list[subprocess.Popen[bytes]] = []
 """Jobs left running (``keep_running``): kept referenced, as Popen warns when dropped alive."""
 
@@ -267,6 +272,10 @@ class _Watcher:
         now = time.monotonic()
         self.started_wall = time.time()
         self.last_progress = now
+        self.last_evidence = now
+        """When a signal other than CPU use last showed progress: stacks are sampled after a
+        quiet spell of these, since CPU use counts only for processes no sample has shown in
+        their own code yet (NCCL's threads spin at full CPU while a rank waits)."""
         self.last_signal = "start"
         """The signal that last showed progress (for the status line and the manifest)."""
         self.last_sample = 0.0
@@ -281,6 +290,8 @@ class _Watcher:
     def progressed(self, signal_name: str, now: float | None = None) -> None:
         """Note progress shown by ``signal_name``."""
         self.last_progress = time.monotonic() if now is None else now
+        if signal_name != CPU_SIGNAL:
+            self.last_evidence = self.last_progress
         self.last_signal = signal_name
 
     def grew(self, name: str, size: int) -> bool:
@@ -404,7 +415,7 @@ class _Watcher:
                 if self.proc.poll() is not None and not pids:
                     return "finished"
                 if self.busy_elsewhere(pids):
-                    self.progressed("CPU while starting", now)
+                    self.progressed(CPU_SIGNAL, now)
                 if self.io_moved():
                     self.progressed("rank I/O", now)
                 other = self.beacon()
@@ -416,12 +427,13 @@ class _Watcher:
                 return "stalled"
             if quiet >= 1.0:
                 reporter.waiting(quiet, timeout, self.last_signal)
-            if quiet >= self.quiet_before_sampling:
+            silent = now - self.last_evidence
+            if silent >= self.quiet_before_sampling:
                 if not sampling:
                     # A new quiet period: stacks from an earlier one are no baseline.
                     sampling = True
                     self.stacks.clear()
-                    reporter.note(f"no progress signal for {quiet:.0f} s; sampling stacks")
+                    reporter.note(f"no progress signal for {silent:.0f} s; sampling stacks")
                 if now - self.last_sample >= self.sample_every:
                     self.last_sample = now
                     if self.sampled_progress():
@@ -529,19 +541,30 @@ def _io_bytes(pid: int) -> int | None:
     return total
 
 
-def _split_teardown(log_path: Path, offset: int) -> bool:
-    """Move what the job printed after ``offset`` (live began to end it) to ``teardown.log``."""
+def _split_teardown(log_path: Path, offset: int, to: Path | None = None) -> bool:
+    """Move what was written after ``offset`` (live began to end the job) to ``to``.
+
+    ``to`` defaults to ``teardown.log`` beside ``log_path``.
+    """
     try:
         with log_path.open("r+b") as log:
             log.seek(offset)
             tail = log.read()
             if not tail:
                 return False
-            (log_path.parent / TEARDOWN_LOG).write_bytes(tail)
+            (to or log_path.parent / TEARDOWN_LOG).write_bytes(tail)
             log.truncate(offset)
     except OSError:
         return False
     return True
+
+
+def _file_sizes(directory: Path) -> dict[Path, int]:
+    """Return the size of each file directly in ``directory`` (none when it is missing)."""
+    try:
+        return {p: p.stat().st_size for p in sorted(directory.iterdir()) if p.is_file()}
+    except OSError:
+        return {}
 
 
 def write_beacon(path: Path, text: str) -> None:
@@ -781,6 +804,7 @@ def run_live(options: LiveOptions, reporter: Reporter, echo: BinaryIO | None) ->
             with contextlib.suppress(OSError, ValueError):
                 output.pump()  # what the job printed before live ends it is the evidence
             end_offset = output.size
+            nccl_offsets = _file_sizes(out / "nccl")
             teardown_output = False
             with _Teardown(reporter) as teardown:
                 ended_by: str | None = "job"
@@ -807,6 +831,9 @@ def run_live(options: LiveOptions, reporter: Reporter, echo: BinaryIO | None) ->
                     _quietly(
                         reporter.note, f"the job's output after live ended it is in {TEARDOWN_LOG}"
                     )
+                if teardown_output:
+                    for path, offset in nccl_offsets.items():
+                        _split_teardown(path, offset, path.with_name(path.name + TEARDOWN_SUFFIX))
                 for sub in ("fr", "nccl", "stacks"):
                     _prune(out / sub)
                 live_info: dict[str, object] = {

@@ -83,6 +83,63 @@ def test_a_quiet_job_is_captured_and_ended(tmp_path: Path) -> None:
     assert any(n.startswith("stall: no progress signal for 2 s") for n in reporter.notes)
 
 
+# A rank that waits at full CPU in its own code, as one waits on a GPU stream that an NCCL
+# collective never finishes (`.item()` after the all_reduce: CUDA spins, NCCL's proxy spins).
+SPINNING_RANK = (
+    "import os, subprocess, sys\n"
+    'code = \'def wait_for_gpu():\\n    while True: pass\\nprint("rank up", flush=True)\\n'
+    "wait_for_gpu()'\n"
+    "env = {**os.environ, 'RANK': '0', 'LOCAL_RANK': '0', 'WORLD_SIZE': '1'}\n"
+    "subprocess.Popen([sys.executable, '-c', code], env=env).wait()\n"
+)
+
+
+def test_a_rank_spinning_in_its_own_code_is_a_stall(tmp_path: Path) -> None:
+    # CPU use counts as progress only for a process not yet seen in its own code; the first
+    # stack sample must not wait for the CPU to go quiet, or a job spinning in NCCL never stalls.
+    out = tmp_path / "bundle"
+    started = time.monotonic()
+    result = run_live(_options(out, PY, "-c", SPINNING_RANK), Recorder(), None)
+    assert result.outcome == "stalled"
+    assert time.monotonic() - started < 2.0 + 20
+    assert "wait_for_gpu (<string>:2)" in (out / "stacks" / "rank0.2.txt").read_text()
+    assert job_survivors(out) == []
+
+
+# A rank that writes NCCL lines to NCCL_DEBUG_FILE, waits, and on SIGTERM logs what NCCL
+# logs when its peers are ended: a closed connection.
+NCCL_RANK = (
+    "import os, signal, socket, sys, time\n"
+    "path = os.environ['NCCL_DEBUG_FILE'].replace('%h', socket.gethostname())"
+    ".replace('%p', str(os.getpid()))\n"
+    "log = open(path, 'a', buffering=1)\n"
+    "log.write('h:1:1 [0] NCCL INFO NCCL version 2.28.9+cuda13.0\\n')\n"
+    "def ended(*_):\n"
+    "    log.write('h:1:2 [0] misc/socket.cc:72 NCCL WARN socketProgress: Connection closed"
+    " by remote peer\\n')\n"
+    "    sys.exit(1)\n"
+    "signal.signal(signal.SIGTERM, ended)\n"
+    "def waits():\n"
+    "    time.sleep(120)\n"
+    "waits()\n"
+)
+
+
+def test_what_nccl_logs_after_live_ends_the_job_is_kept_apart(tmp_path: Path) -> None:
+    # The peers a rank loses when live ends the job are not evidence (like teardown.log).
+    out = tmp_path / "bundle"
+    result = run_live(_options(out, PY, "-c", NCCL_RANK), Recorder(), None)
+    assert result.outcome == "stalled"
+    (log,) = sorted((out / "nccl").glob("*.log"))
+    assert log.read_text() == "h:1:1 [0] NCCL INFO NCCL version 2.28.9+cuda13.0\n"
+    teardown = log.with_name(log.name + ".teardown").read_text()
+    assert "Connection closed by remote peer" in teardown
+    from logsleuth.parse.discover import discover
+
+    names = [s.name for s in discover([str(out)])[0]]
+    assert not [n for n in names if n.endswith(".teardown")] and any("nccl" in n for n in names)
+
+
 def test_a_job_that_ends_is_not_interrupted(tmp_path: Path) -> None:
     out = tmp_path / "bundle"
     code = "import time\nfor i in range(6):\n    print(i, flush=True)\n    time.sleep(0.5)\nraise SystemExit(3)"
