@@ -11,7 +11,7 @@ from logsleuth.analysis.rules.base import Rule, culprits, describe
 from logsleuth.analysis.rules.streams import first_by_time, stream_of, traces_of
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
-from logsleuth.model.nccl import NcclCommInit
+from logsleuth.model.nccl import NcclCommInit, NcclErrorTrace
 from logsleuth.model.ranks import format_ranks
 
 
@@ -55,6 +55,10 @@ class DuplicateGpu(Rule):
         machines: dict[tuple[str | None, int | None], set[str]] = {
             k: {a for a, _ in v} for k, v in bootstrap_addresses(index).items()
         }
+        # NCCL's check fails the init at once with 'invalid usage' (-> 5); it never makes an
+        # init wait. Init START lines alone (an init stuck in bootstrap, a lazily created
+        # send/recv communicator) say nothing about a shared GPU, so a host needs a failed init.
+        failed = {_init_failure_host(index, t) for t in index.traces} - {None}
         for state in index.comms.values():
             seen: dict[tuple[str | None, str], dict[tuple[str | None, int | None], NcclCommInit]]
             seen = defaultdict(dict)
@@ -63,10 +67,16 @@ class DuplicateGpu(Rule):
                     seen[(init.origin.host, init.bus_id)][(init.origin.host, init.origin.pid)] = (
                         init
                     )
+            completed = {(i.origin.host, i.origin.pid) for i in state.completed.values()}
             for key, by_process in seen.items():
                 # One host name, different bootstrap addresses: different machines that share
                 # a name (LS705), each with its own GPU of that busId.
                 if len({frozenset(machines.get(p, ())) for p in by_process} - {frozenset()}) > 1:
+                    continue
+                # NCCL checks for a shared GPU before Init COMPLETE and fails the init with
+                # 'invalid usage': processes that completed it were not on one GPU as NCCL
+                # sees hosts (NCCL_HOSTID, or containers that share a host name).
+                if set(by_process) <= completed or key[0] not in failed:
                     continue
                 if len(by_process) > 1 and key not in groups:
                     for stream, init in by_process.items():
@@ -85,10 +95,8 @@ class DuplicateGpu(Rule):
             for trace in index.traces:
                 proc = index.procs.get(stream_of(trace))
                 if (
-                    trace.code == 5
-                    and "init" in trace.file
+                    _init_failure_host(index, trace) == host
                     and proc is not None
-                    and proc.host == host
                     and proc.rank is not None
                     and proc.devices <= devices
                 ):
@@ -122,6 +130,14 @@ class DuplicateGpu(Rule):
                     "Check CUDA_VISIBLE_DEVICES per process and that processes per node <= GPUs per node.",
                 ),
             )
+
+
+def _init_failure_host(index: EvidenceIndex, trace: NcclErrorTrace) -> str | None:
+    """Return the host of a process whose communicator init failed with 'invalid usage'."""
+    if trace.code != 5 or "init" not in trace.file:
+        return None
+    proc = index.procs.get(stream_of(trace))
+    return proc.host if proc is not None else None
 
 
 class ShmExhausted(Rule):
