@@ -12,6 +12,7 @@ import gzip
 import json
 import multiprocessing
 import os
+import re
 import traceback
 import zlib
 from collections.abc import Iterator, Sequence
@@ -162,6 +163,11 @@ def _looks_like_dump(head: str) -> bool:
     )
 
 
+_RAS_ANSWER = re.compile(rb"(?:(?:SERVER PROTOCOL \d+|OK)\r?\n)+")
+"""What the RAS socket answers before a JSON report to a client that spoke its protocol
+(``CLIENT PROTOCOL 2``, ``SET FORMAT json`` through netcat; spec 2.13)."""
+
+
 def _read_json(source: InputSource) -> InputResult | None:
     """Read a whole-file JSON document within the JSON budgets; None when it is not one."""
     with source.open() as handle:
@@ -186,8 +192,9 @@ def _read_json(source: InputSource) -> InputResult | None:
                 source.name, f"JSON document over budget: more than {budgets.JSON_VALUES:,} values"
             )
         return None
+    answer = _RAS_ANSWER.match(text.lstrip().encode())
     try:
-        data = json.loads(text)
+        data = json.loads(text.lstrip()[answer.end() :] if answer else text)
     except RecursionError as exc:
         raise InputError(
             source.name, f"JSON nested more than {budgets.NESTING} levels deep; not read"
@@ -316,7 +323,8 @@ def _read_checked(source: InputSource, keep_ops: int | None, audit: bool) -> Inp
     if looks_binary(head):
         raise InputError(source.name, "binary data, not a log or a stack dump")
     stripped = head.lstrip()
-    if stripped[:1] in (b"{", b"["):
+    answer = _RAS_ANSWER.match(stripped)
+    if stripped[:1] in (b"{", b"[") or (answer and stripped[answer.end() :][:1] == b"{"):
         result = _read_json(source)
         if result is not None:
             return result

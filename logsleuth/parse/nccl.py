@@ -132,7 +132,9 @@ class NcclReader(FastLane, CollCompaction, NcclBlocks, Reader):
         dump_line = self._dump is not None or text.startswith("ACTIVE OPS")
         if dump_line and self._feed_dump(line, sink):
             return True
-        ras_line = self._ras is not None or text.startswith(("NCCL version", "Job summary"))
+        ras_line = self._ras is not None or text.startswith(
+            ("NCCL version", "Job summary", "SERVER PROTOCOL")
+        )
         if ras_line and self._feed_ras(line, sink):
             return True
         if text.count("NCCL ") > 1:

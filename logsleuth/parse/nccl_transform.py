@@ -40,6 +40,9 @@ from logsleuth.model.nccl import (
     NcclWarn,
 )
 
+_PROXY_SUB = re.compile(r"(\d+)([A-Z ]?)/(\d+)")
+"""A sub-op of a proxy-state dump op: peer, status letter (or a space), channel."""
+
 
 @dataclass(frozen=True, slots=True)
 class Head:
@@ -309,13 +312,12 @@ class ToEvents(Transformer[Token, Any]):
         # "%ld" (decimal), yet the spec's own example prints "1a": read hex digits as hex.
         pool_index, count, rest = op[1:-1].split("|")
         pool, _, index = pool_index.partition("-")
-        kind, *subs = rest.split()
-        steps = []
-        for sub in subs:
-            peer_status, _, channel = sub.partition("/")
-            status = peer_status[-1] if peer_status[-1].isalpha() else None
-            peer = peer_status[:-1] if status else peer_status
-            steps.append((int(peer), status, int(channel)))
+        kind, _, subs = rest.strip().partition(" ")
+        # " %d%c/%d" (peer, status, channel); the status is a space when it has none.
+        steps = [
+            (int(peer), status.strip() or None, int(channel))
+            for peer, status, channel in _PROXY_SUB.findall(subs)
+        ]
         op_count = int(count) if count.isdigit() else int(count, 16)
         record = (int(pool), int(index), op_count, kind, tuple(steps))
         return ("peer" if chain is not None else "op"), record
@@ -343,10 +345,11 @@ class ToEvents(Transformer[Token, Any]):
         return "record", (where, digest[1:-1], kinds)
 
     def ras_rank(self, line: Token) -> tuple[str, Any]:
-        # "Rank 21 [reported Remote process error ]-- GPU 5 managed by process 3487984 on node X"
+        # "Rank 21 [reported Remote process error ]-- GPU 5 managed by process 3487984 on node X",
+        # "Rank 1 has launched up to operation 5 -- GPU 0 managed by process 649 on node X"
         head, _, tail = line.partition(" -- GPU ")
         words = head.split()
-        what = " ".join(words[3:]) if len(words) > 2 else "missing"
+        what = " ".join(words[3:] if words[2:3] == ["reported"] else words[2:]) or "missing"
         gpu, _, where = tail.partition(" managed by process ")
         pid, _, node = where.partition(" on node ")
         return "rank", (int(words[1]), gpu.strip(), int(pid), node.strip(), what)

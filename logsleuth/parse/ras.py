@@ -33,6 +33,7 @@ def parse_ras_json(data: dict[str, Any], source: str, first_line: str = "") -> N
     """
     records: list[tuple[str, str, str]] = []
     ranks: list[tuple[int, str, int, str, str]] = []
+    notes: list[str] = []
     comms = data.get("communicators")
     for number, comm in enumerate(comms if isinstance(comms, list) else []):
         if not isinstance(comm, dict):
@@ -69,6 +70,8 @@ def parse_ras_json(data: dict[str, Any], source: str, first_line: str = "") -> N
                     )
                 )
                 kinds.append("ERROR")
+        if _count_mismatch(members if isinstance(members, list) else [], ranks, notes):
+            kinds.append("MISMATCH")
         if kinds:
             kind = ",".join(sorted(set(kinds)))
             records.append((f"#{number}", _text(comm.get("hash")), kind))
@@ -79,4 +82,53 @@ def parse_ras_json(data: dict[str, Any], source: str, first_line: str = "") -> N
         version=_text(version) or None,
         records=tuple(records),
         ranks=tuple(ranks),
+        notes=tuple(notes),
     )
+
+
+def _count_mismatch(
+    members: list[Any], ranks: list[tuple[int, str, int, str, str]], notes: list[str]
+) -> bool:
+    """Say whether the members launched different numbers of one collective type.
+
+    Written the way the text report writes a MISMATCH: a note per group (``3 ranks have
+    launched up to operation 6``), and the group that launched the fewest rank by rank
+    (``has launched up to operation 5``).
+    """
+    found = False
+    types = sorted(
+        {t for m in members if isinstance(m, dict) for t in _counts(m)},
+    )
+    for op_type in types:
+        by_count: dict[int, list[dict[str, Any]]] = {}
+        for member in members:
+            if isinstance(member, dict) and op_type in _counts(member):
+                by_count.setdefault(_counts(member)[op_type], []).append(member)
+        if len(by_count) < 2:
+            continue
+        found = True
+        notes.append(f"Communicator ranks have different {op_type} operation counts")
+        low = min(by_count)
+        for count, group in sorted(by_count.items(), reverse=True):
+            if count != low:
+                verb = "ranks have" if len(group) > 1 else "rank has"
+                notes.append(f"{len(group)} {verb} launched up to operation {count}")
+        for member in by_count[low]:
+            ranks.append(
+                (
+                    _int(member.get("rank")),
+                    _text(member.get("cuda_dev")),
+                    _int(member.get("pid")),
+                    _text(member.get("host")),
+                    f"has launched up to operation {low}",
+                )
+            )
+    return found
+
+
+def _counts(member: dict[str, Any]) -> dict[str, int]:
+    """Return a member's ``collective_counts`` that are numbers."""
+    counts = member.get("collective_counts")
+    if not isinstance(counts, dict):
+        return {}
+    return {str(k): v for k, v in counts.items() if _int(v) >= 0}

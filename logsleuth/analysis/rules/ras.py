@@ -120,6 +120,7 @@ def _mismatch_only(report: NcclRasReport) -> bool:
 
 
 _LAUNCHED = re.compile(r"(\d+) ranks? ha(?:ve|s) launched up to operation (\d+)")
+_RANK_LAUNCHED = re.compile(r"has launched up to operation (\d+)")
 
 
 class RasOperationMismatch(Rule):
@@ -153,6 +154,13 @@ class RasOperationMismatch(Rule):
                 (int(m.group(1)), int(m.group(2)))
                 for note in report.notes
                 if (m := _LAUNCHED.search(note))
+            ]
+            # A group small enough is listed rank by rank ("Rank 1 has launched up to
+            # operation 5 -- GPU ..."): one rank each.
+            groups += [
+                (1, int(m.group(1)))
+                for *_, what in report.ranks
+                if (m := _RANK_LAUNCHED.fullmatch(what))
             ]
             if len(groups) < 2:
                 continue
