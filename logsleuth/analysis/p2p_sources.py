@@ -106,12 +106,28 @@ def stack_ops(procs: list[ProcStack]) -> list[P2POp]:
 
 
 def last_proxy_dumps(index: EvidenceIndex) -> dict[int, NcclProxyDump]:
-    """Return the last proxy-state dump of each rank that printed one."""
+    """Return the last proxy-state dump of each rank that printed one.
+
+    A dump's peers are ranks of communicators it does not name (:func:`proxy_ops`). A
+    process that the NCCL logs show in communicators of more than one size (torch's
+    two-rank send/recv communicators beside the world's) numbers its peers in several ways:
+    its dump says nothing about global ranks and is left out.
+    """
+    sizes: dict[tuple[str | None, int | None], set[int | None]] = {}
+    for state in index.comms.values():
+        for stream in state.members:
+            sizes.setdefault(stream, set()).add(state.nranks)
     last: dict[int, NcclProxyDump] = {}
     for dump in index.all_of(NcclProxyDump):
         rank = dump.origin.rank
         if rank is None:
             rank = index.rank_of(dump.origin.host, dump.origin.pid)
+        stream = (dump.origin.host, dump.origin.pid)
+        if rank is not None and stream[1] is None:
+            proc = index.proc_of_rank(rank)
+            stream = (proc.host, proc.pid) if proc is not None else stream
+        if len(sizes.get(stream, ())) > 1:
+            continue
         if rank is not None:
             last[rank] = dump  # events come in input order: the later dump wins
     return last

@@ -90,6 +90,52 @@ class ProcessDied(Rule):
             ),
         )
 
+    def _gone_before_capture(self, index: EvidenceIndex) -> Finding | None:
+        """A rank of a stalled bundle that live could not dump: it had exited, peers say so.
+
+        Live mode dumps every living rank when the job stalls. A rank the manifest lists
+        without a dump, while the others were dumped and logged that a peer went away (NCCL's
+        ``remote process exited``, a closed connection), was gone before the capture: a
+        rank that exits without an error (an early ``return``) leaves only this.
+        """
+        from logsleuth.analysis.rules.stacks import proc_stacks
+
+        stalled = [m for m in index.manifests if m.stalled_at]
+        listed = {e.rank: e for m in stalled for e in m.ranks}
+        dumped = {p.rank for p in proc_stacks(index) if p.rank is not None}
+        gone = sorted(set(listed) - dumped)
+        if not gone or not dumped or len(gone) >= len(dumped):
+            return None
+        texts: list[tuple[Event, str]] = [(w, w.message) for w in index.warns]
+        texts += [(e, getattr(e, "message", "") or "") for e in index.torch]
+        peer_errors = [e for e, text in texts if _PEER_GONE.search(text)]
+        if not peer_errors:
+            return None
+        hosts = sorted({h for r in gone if (h := listed[r].host)})
+        pids = sorted(p for r in gone if (p := listed[r].pid) is not None)
+        return self.finding(
+            severity="critical",
+            title=f"rank(s) {format_ranks(gone)} had exited when the job stalled; the other "
+            "ranks lost their peer",
+            detail=(
+                f"The bundle lists rank(s) {format_ranks(gone)}, but live mode found no living "
+                "process to dump when the job stalled, while the other ranks were dumped and "
+                "logged that a peer had gone away. A rank that exits without an error (an "
+                "early return, the end of its data) leaves the others waiting in the next "
+                "collective."
+            ),
+            events=[*peer_errors[:3], *stalled[:1]],
+            ranks=gone,
+            hosts=hosts,
+            pids=pids,
+            confidence=0.75,
+            next_steps=(
+                f"Look for a return, break or sys.exit on rank(s) {format_ranks(gone)} before "
+                "the end of the training loop (uneven data: one rank runs out of batches first).",
+                "Read that rank's last lines in the launcher log and its exit status.",
+            ),
+        )
+
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         tracebacks = [
             e for e in index.torch if isinstance(e, PythonTraceback) and e.rank is not None
@@ -103,6 +149,9 @@ class ProcessDied(Rule):
         ]
         failures = [f for f in index.failures if f.exitcode not in (None, 0)]
         if not tracebacks and not failures:
+            exited = self._gone_before_capture(index)
+            if exited is not None:
+                yield exited
             return
         early = None if tracebacks else self._left_early(index, failures)
         if early is not None:
@@ -236,7 +285,8 @@ def _absent(index: EvidenceIndex, failed: set[int]) -> list[int]:
 
 
 _PEER_GONE = re.compile(
-    r"Connection closed by peer|Connection reset by peer|Broken pipe|remote process exited"
+    r"Connection closed by (?:remote )?peer|Connection reset by peer|Broken pipe"
+    r"|remote process exited"
     r"|Connection refused",
     re.IGNORECASE,
 )
