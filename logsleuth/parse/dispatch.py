@@ -192,7 +192,8 @@ def _read_json(source: InputSource) -> InputResult | None:
                 source.name, f"JSON document over budget: more than {budgets.JSON_VALUES:,} values"
             )
         return None
-    answer = _RAS_ANSWER.match(text.lstrip().encode())
+    # The answer is ASCII: its length in bytes is its length in characters.
+    answer = _RAS_ANSWER.match(raw.lstrip())
     try:
         data = json.loads(text.lstrip()[answer.end() :] if answer else text)
     except RecursionError as exc:

@@ -26,6 +26,17 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else -1
 
 
+def _rank(entry: dict[str, Any], what: str) -> tuple[int, str, int, str, str]:
+    """Return (rank, GPU, pid, node, what) of a rank entry, as the text report names one."""
+    return (
+        _int(entry.get("rank")),
+        _text(entry.get("cuda_dev")),
+        _int(entry.get("pid")),
+        _text(entry.get("host")),
+        what,
+    )
+
+
 def parse_ras_json(data: dict[str, Any], source: str, first_line: str = "") -> NcclRasReport:
     """Return what the report says is wrong: communicators with missing or failed ranks.
 
@@ -45,30 +56,14 @@ def parse_ras_json(data: dict[str, Any], source: str, first_line: str = "") -> N
                 continue
             status = entry.get("status")
             dead = isinstance(status, dict) and bool(status.get("considered_dead"))
-            ranks.append(
-                (
-                    _int(entry.get("rank")),
-                    _text(entry.get("cuda_dev")),
-                    _int(entry.get("pid")),
-                    _text(entry.get("host")),
-                    "dead" if dead else "missing",
-                )
-            )
+            ranks.append(_rank(entry, "dead" if dead else "missing"))
             kinds.append("INCOMPLETE")
         members = comm.get("ranks")
         for entry in members if isinstance(members, list) else []:
             status = entry.get("status") if isinstance(entry, dict) else None
             error = status.get("async_error") if isinstance(status, dict) else None
             if isinstance(entry, dict) and error not in (None, 0, "0", "ncclSuccess"):
-                ranks.append(
-                    (
-                        _int(entry.get("rank")),
-                        _text(entry.get("cuda_dev")),
-                        _int(entry.get("pid")),
-                        _text(entry.get("host")),
-                        f"async error {error}",
-                    )
-                )
+                ranks.append(_rank(entry, f"async error {error}"))
                 kinds.append("ERROR")
         if _count_mismatch(members if isinstance(members, list) else [], ranks, notes):
             kinds.append("MISMATCH")
@@ -114,15 +109,7 @@ def _count_mismatch(
                 verb = "ranks have" if len(group) > 1 else "rank has"
                 notes.append(f"{len(group)} {verb} launched up to operation {count}")
         for member in by_count[low]:
-            ranks.append(
-                (
-                    _int(member.get("rank")),
-                    _text(member.get("cuda_dev")),
-                    _int(member.get("pid")),
-                    _text(member.get("host")),
-                    f"has launched up to operation {low}",
-                )
-            )
+            ranks.append(_rank(member, f"has launched up to operation {low}"))
     return found
 
 

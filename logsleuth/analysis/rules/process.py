@@ -83,8 +83,7 @@ class ProcessDied(Rule):
             pids=pids,
             confidence=0.7,
             next_steps=(
-                f"Look for a return, break or sys.exit(0) on rank(s) {format_ranks(absent)} before "
-                "the end of the training loop (uneven data: one rank runs out of batches first).",
+                _early_return_step(absent),
                 "Give every rank the same number of steps (DistributedSampler with drop_last, or "
                 "the Join context manager for uneven inputs).",
             ),
@@ -130,8 +129,7 @@ class ProcessDied(Rule):
             pids=pids,
             confidence=0.75,
             next_steps=(
-                f"Look for a return, break or sys.exit on rank(s) {format_ranks(gone)} before "
-                "the end of the training loop (uneven data: one rank runs out of batches first).",
+                _early_return_step(gone),
                 "Read that rank's last lines in the launcher log and its exit status.",
             ),
         )
@@ -275,6 +273,14 @@ _CONSEQUENCE_TEXT = re.compile(
     r"|Connection reset|Broken pipe|Connection closed by peer",
     re.IGNORECASE,
 )
+
+
+def _early_return_step(ranks: list[int]) -> str:
+    """The first next step for ranks that left the job early without an error."""
+    return (
+        f"Look for a return, break or sys.exit(0) on rank(s) {format_ranks(ranks)} before the "
+        "end of the training loop (uneven data: one rank runs out of batches first)."
+    )
 
 
 def _absent(index: EvidenceIndex, failed: set[int]) -> list[int]:
