@@ -265,6 +265,9 @@ class LineTransformer(Transformer[Token, Any]):
     def dump_signal(self, _: Token, enqueued: Token, completed: Token, *__: Token) -> Payload:
         return _progress(None, enqueued, completed)
 
+    def work_update(self, enqueued: Token, completed: Token, *_: Token) -> Payload:
+        return _progress(None, enqueued, completed)
+
     def ops_failed(self, *rest: Token) -> Payload:
         text = "Some NCCL operations have failed or timed out."
         return error_payload("failed-or-timed-out", f"{text} {_opt(rest, 0)}".strip())

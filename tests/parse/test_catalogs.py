@@ -10,12 +10,14 @@ rates are printed at the end of the run; rows below the bar are listed with the 
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
 import pytest
 
 from logsleuth.model.base import Event
 from logsleuth.model.messages import LogMessage
+from logsleuth.model.torch import WatchdogProgress
 from logsleuth.parse.catalog import load_catalog
 from logsleuth.parse.discover import InputSource
 from logsleuth.parse.dispatch import read_input
@@ -29,6 +31,7 @@ TORCH_FAMILIES = {
     "elastic": {"elastic", "torch"},
     "deepspeed": {"deepspeed", "torch"},
     "xla": {"xla", "torch"},
+    "fr_trace": {"fr_trace", "torch"},
 }
 
 
@@ -148,6 +151,40 @@ def test_a_message_behind_an_unknown_prefix_keeps_the_prefix_as_label() -> None:
     assert event.label == "12:01:33 | worker-7 |"
     assert event.message.startswith("Duplicate GPU detected")
     assert dict(event.fields)["arg0"] == "2"
+
+
+_PROGRESS = re.compile(
+    r"last enqueued (?:NCCL )?work: \{\}, last completed (?:NCCL )?work: \{\}", re.IGNORECASE
+)
+
+
+def _progress_rows() -> list[dict[str, str]]:
+    return [r for r in _rows("torch-distributed-messages.tsv") if _PROGRESS.search(r["format"])]
+
+
+@pytest.mark.parametrize("row", _progress_rows(), ids=lambda r: r["format"][:48])
+def test_every_watchdog_progress_form_of_the_catalog_gives_the_ranks_progress(
+    row: dict[str, str],
+) -> None:
+    """Each release's way of printing 'last enqueued / last completed work' is read as the
+    rank's progress: the wait chain finds the rank behind from these numbers."""
+    numbers = iter(range(4100, 4200))
+    fmt = row["format"]
+    # The leading placeholder is the process group's log prefix.
+    head = "[PG ID 0 PG GUID 0(default_pg) Rank 3] " if fmt.startswith("{}") else ""
+    body = re.sub(r"\{[^{}]*\}", lambda _: str(next(numbers)), fmt.removeprefix("{}"))
+    found = re.search(
+        r"last enqueued (?:NCCL )?work: (\d+), last completed (?:NCCL )?work: (\d+)",
+        body,
+        re.IGNORECASE,
+    )
+    assert found is not None
+    line = f"[rank3]:[E1124 03:00:01.000111 ProcessGroupNCCL.cpp:1608] {head}{body}"
+    progress = [e for e in _read(line) if isinstance(e, WatchdogProgress)]
+    assert len(progress) == 1, line
+    assert progress[0].last_enqueued == int(found.group(1))
+    assert progress[0].last_completed == int(found.group(2))
+    assert progress[0].rank == 3
 
 
 def test_catalog_entries_come_from_all_three_files() -> None:
