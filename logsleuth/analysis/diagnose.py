@@ -76,11 +76,13 @@ _POSITION_KINDS = frozenset(
 """Verdict kinds that say where each rank is, so that ranks without evidence weaken them."""
 
 
-def _rank_key(finding: Finding) -> tuple[int, int, float, str, str]:
+def _rank_key(finding: Finding) -> tuple[int, int, float, bool, str, str]:
     return (
         -SEVERITIES.index(finding.severity),
         PRECEDENCE.index(finding.kind) if finding.kind in PRECEDENCE else len(PRECEDENCE),
         -finding.confidence,
+        # Of two equally sure findings, the one that names who is to blame says more.
+        not (finding.ranks or finding.hosts or finding.pids),
         finding.code,
         finding.title,
     )

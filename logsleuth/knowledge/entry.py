@@ -17,8 +17,9 @@ SIDES = ("self", "peer", "host", "none")
 """Who the culprit is: the writer's own process, the peer the message names (an address or a
 rank), the writer's host (a node-wide resource), or nobody in particular."""
 
-GROUPS = ("peer", "rank", "host")
-"""Named groups a pattern may capture to say which peer, rank or host the message names."""
+GROUPS = ("peer", "rank", "ranks", "host")
+"""Named groups a pattern may capture to say which peer, rank or host the message names
+(``ranks``: several ranks, the numbers in the captured text)."""
 
 DEFAULT_SEVERITY = {"cause": "critical", "symptom": "error", "internal": "error", "benign": "info"}
 

@@ -53,6 +53,7 @@ _TORCH_FAMILY = {
     "elastic": "elastic",
     "deepspeed": "deepspeed",
     "xla": "xla",
+    "fr_trace": "fr_trace",
 }
 
 

@@ -95,6 +95,9 @@ class _Entry:
     values: dict[str, Any] = field(default_factory=dict)
     tb_lines: list[str] = field(default_factory=list)
     in_traceback: bool = False
+    telling: Line | None = None
+    """The line that says how the process ended (its exit code, or the signal it got): the
+    evidence quoted for the entry, rather than its bare ``[0]:`` head."""
 
 
 @dataclass(slots=True)
@@ -389,8 +392,11 @@ class TorchReader(Reader):
                     entry.tb_lines = [shape.data["value"]]
                 if "signal" in shape.data:
                     entry.values.setdefault("signal", shape.data["signal"])
+                    entry.telling = line
             elif shape.kind != "s-more":
                 entry.values.update({k: v for k, v in shape.data.items() if v is not None})
+                if shape.kind == "s-exit" and entry.telling is None:
+                    entry.telling = line
             entry.lines.append(line.no)
             return True
         if shape.kind == "s-failures":
@@ -435,7 +441,7 @@ class TorchReader(Reader):
                 elif shape.kind == "exception" and exc_type is None:
                     exc_type, exc_message = shape.data["type"], shape.data["message"]
         return ChildFailure(
-            **self._where(entry.first, None, None),
+            **self._where(entry.telling or entry.first, None, None),
             root_cause=entry.root,
             rank=values.get("rank"),
             local_rank=values.get("local_rank"),

@@ -43,6 +43,10 @@ class Known:
 def event_text(event: Event) -> str:
     """Return the message text of an error event, chained exception messages included."""
     text = message_text(event).strip()
+    if isinstance(event, PythonTraceback) and not text and event.exc_type:
+        # An exception raised without a message (``raise RendezvousTimeoutError``) says it
+        # all by its type.
+        text = event.exc_type
     if isinstance(event, PythonTraceback) and event.causes:
         text = " ".join([text, *(m for _, m in event.causes if m)])
     return text
@@ -55,9 +59,15 @@ def _informational(message: LogMessage) -> bool:
     """Return True for a message printed at an informational level (INFO, TRACE, DEBUG).
 
     A message behind an exception type (``RuntimeError: ...``) was raised, whatever level
-    the catalog row it matched logs it at.
+    the catalog row it matched logs it at. An analyzer's report (``fr_trace``, the flight
+    recorder's) states its findings at INFO: its level says nothing about the job.
     """
+    if message.family in _ANALYZERS:
+        return False
     return message.level.upper() in _INFORMATIONAL and not raised(message)
+
+
+_ANALYZERS = frozenset({"fr_trace"})
 
 
 _RAISED = re.compile(r"\b[A-Za-z_]\w*(?:Error|Exception|Failure)\s*:(?:\s|$)")
@@ -333,11 +343,20 @@ def _blame(index: EvidenceIndex, known: Known) -> tuple[list[int], list[str], li
 
 
 def _peer(index: EvidenceIndex, hit: Hit) -> tuple[list[int], list[str], list[int], str]:
-    """Resolve the peer a message names: an address (to its host), a rank, or a host name."""
-    rank = hit.field("rank")
+    """Resolve the peer a message names: an address (to its host), rank(s), or a host name."""
+    several = [int(n) for n in re.findall(r"\d+", hit.field("ranks") or "")]
+    if len(several) > 1:
+        procs = [index.proc_of_rank(r) for r in several]
+        hosts = sorted({p.host for p in procs if p is not None and p.host})
+        pids = [p.pid for p in procs if p is not None and p.pid is not None]
+        return several, hosts, pids, "ranks " + ", ".join(map(str, several))
+    rank = hit.field("rank") or (str(several[0]) if several else None)
     if rank is not None and rank.isdigit():
         proc = index.proc_of_rank(int(rank))
-        hosts = [proc.host] if proc and proc.host else []
+        # The host the message names with the rank (``rank 3 ... on node gpu-2``) stands
+        # when no other evidence places that rank.
+        named_host = (hit.field("host") or "").strip("[]()<>,.")
+        hosts = [proc.host] if proc and proc.host else [named_host] if named_host else []
         pids = [proc.pid] if proc and proc.pid is not None else []
         return [int(rank)], hosts, pids, f"rank {rank}"
     address = hit.field("peer") or hit.field("host")

@@ -218,7 +218,9 @@ class ProcessDied(Rule):
             )
             return
         roots = [f for f in failures if f.root_cause] or failures
-        signal_only = [f for f in roots if f.signal]
+        # A signal sent from outside (SIGKILL, SIGTERM, ...) may follow a hang; a crash
+        # signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE) the process raised itself.
+        signal_only = [f for f in roots if f.signal and f.signal not in _CRASH_SIGNALS]
         root = roots[0]
         killed_by = f"signal {root.signal}" if root.signal else f"exit code {root.exitcode}"
         # Peers that lost their connections to the dead rank's host afterwards (IB retry
@@ -244,6 +246,11 @@ class ProcessDied(Rule):
                 f"{ordered[1].rank}, came {later:.0f} s later, so the others failed or hung "
                 "because of it."
             )
+        elif root.signal in _CRASH_SIGNALS:
+            detail += (
+                f"{root.signal} is raised by the process itself: it crashed (native code, a "
+                "CUDA or NCCL library, memory corruption), and its peers then lost it."
+            )
         elif signal_only:
             detail += (
                 "A signal from outside (SIGKILL by a user, the OOM killer, a scheduler) "
@@ -259,11 +266,21 @@ class ProcessDied(Rule):
             pids=[root.pid] if root.pid is not None else [],
             confidence=0.8 if echoes or leads else (0.45 if signal_only else 0.7),
             next_steps=(
-                "Check dmesg on that host for the OOM killer, and the scheduler's log for a kill.",
+                (
+                    "Rerun with PYTHONFAULTHANDLER=1 (the Python stack at the crash) and core "
+                    "dumps enabled (ulimit -c unlimited); read the core with gdb for the "
+                    "native frame."
+                    if root.signal in _CRASH_SIGNALS
+                    else "Check dmesg on that host for the OOM killer, and the scheduler's "
+                    "log for a kill."
+                ),
                 "Read the rank's own output before the failure (the lines with its [rankN]: prefix).",
             ),
         )
 
+
+_CRASH_SIGNALS = frozenset({"SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE"})
+"""Signals a process raises on its own when it crashes."""
 
 _CONSEQUENCE_TYPES = frozenset(
     {"ChildFailedError", "KeyboardInterrupt", "SignalException", "DistBackendError"}
