@@ -144,6 +144,15 @@ def detect_wrap(sample: Sequence[str]) -> int | None:
     # A box (a rich traceback, a table) has lines of one width too, but they end in its frame.
     if sum(1 for i in cut if sample[i][-1:] in _FRAME_CHARS) * 2 > len(cut):
         return None
+    # Word wrap (``fold -s``, a ticket's box) breaks after a blank, so every piece ends in
+    # one and the next begins with a word, shorter pieces as well as the longest (which, for
+    # similar messages, share a length): that is no cut at a fixed width.
+    if all(_soft_break(sample, i) for i in cut) and any(
+        _soft_break(sample, i) and not begins_line(sample[i + 1])
+        for i, n in enumerate(lengths[:-1])
+        if n < width
+    ):
+        return None
     near = sum(1 for n in lengths if width - 10 <= n <= width)
     if len(cut) * 10 < near * 3:
         return None
@@ -158,6 +167,47 @@ def detect_wrap(sample: Sequence[str]) -> int | None:
     # A line of exactly twice the width ends in a full piece too, before a line of its own:
     # half the cuts continuing is enough.
     return width if fresh >= 2 and fresh * 2 >= len(cut) else None
+
+
+def _soft_break(sample: Sequence[str], i: int) -> bool:
+    """Say whether line ``i`` ends after a blank and the next begins with a word."""
+    return sample[i][-1:] == " " and bool(sample[i + 1][:1].strip())
+
+
+def detect_word_wrap(sample: Sequence[str]) -> int | None:
+    """Return the width ``sample`` was word-wrapped at with the blanks dropped, or None.
+
+    A reflowing editor, a mail client or ``textwrap`` breaks a long line at the last blank
+    that fits the width and drops that blank: a piece ends where the next word would not
+    have fitted, and the next piece starts mid-sentence. So: the pieces before a break are
+    the longest lines, the first word of the next piece would have run past the width, and
+    the next piece neither begins a line of its own nor looks like the line before it
+    (a log of similar lines of one length is no wrap).
+    """
+    lengths = [len(line) for line in sample]
+    if not lengths:
+        return None
+    width = max(lengths)
+    if not _WRAP_MIN <= width <= _WRAP_MAX:
+        return None
+    long = [i for i, n in enumerate(lengths) if n >= width - 20 and i + 1 < len(sample)]
+    breaks = [i for i in long if word_wrapped(sample[i], sample[i + 1], width)]
+    # A hard wrap breaks only pieces of the full width; a word wrap breaks shorter ones too.
+    shorter = any(lengths[i] < width for i in breaks)
+    return width if shorter and len(breaks) >= 2 and len(breaks) * 2 >= len(long) else None
+
+
+def word_wrapped(line: str, after: str, width: int) -> bool:
+    """Say whether ``after`` continues ``line``, broken at a blank by a wrap at ``width``."""
+    word = after.split(" ", 1)[0]
+    return (
+        bool(word)
+        and not line[-1:].isspace()
+        and len(line) + 1 + len(word) > width
+        and not begins_line(after)
+        and _start_shape(after) != _start_shape(line)
+        and not _FRAME_ONLY.match(after)
+    )
 
 
 def _start_shape(line: str) -> str:

@@ -24,10 +24,12 @@ from logsleuth.parse.clean import (
     clean,
     detect_indent,
     detect_numbering,
+    detect_word_wrap,
     detect_wrap,
     line_starts,
     strip_numbering,
     strip_prefixes,
+    word_wrapped,
 )
 from logsleuth.parse.decode import decoded_chunks
 from logsleuth.parse.discover import InputSource
@@ -78,7 +80,10 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
     numbering = detect_numbering(sample)
     if numbering is not None:
         sample = [strip_numbering(line, numbering)[0] for line in sample]
-    wrap = detect_wrap(sample)
+    # Word wrap that dropped the blank at each break: the pieces are joined with one. Its
+    # longest pieces share a length too, so it is told from a hard wrap first.
+    word_wrap = detect_word_wrap(sample)
+    wrap = detect_wrap(sample) if word_wrap is None else None
     if not indent and numbering is None and wrap is None and first.startswith(_DUMP_HEADER):
         # A py-spy dump file: read whole by the stack reader when it holds nothing else.
         # The text comes in one piece, or two when its last line has no newline.
@@ -226,7 +231,7 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
         if not held:
             return
         first_no = held[0][0]
-        text = "".join(part for _, part in held)
+        text = (" " if word_wrap is not None else "").join(part for _, part in held)
         if len(held) > 1:
             joined[first_no] = [n for n, _ in held[1:]]
         held.clear()
@@ -235,7 +240,9 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
     def take(number: int, cleaned: str) -> None:
         if held:
             piece = _continued(held[0][1], cleaned)
-            if continues(held[-1][1], piece):
+            # A word wrap happens where the text is pasted, after any prefixes: a piece
+            # that carries one of its own begins a line.
+            if continues(held[-1][1], piece) and (word_wrap is None or piece == cleaned):
                 cleaned = piece
             else:
                 flush_held()
@@ -245,9 +252,12 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
 
     def wrapped(text: str) -> bool:
         # Hard wrap: a piece of exactly the terminal's width. Word wrap (rich, a ticket's
-        # box): the cut leaves the blank at the end of the piece.
+        # box): the cut leaves the blank at the end of the piece, or drops it (a piece that
+        # nearly fills the width; the next piece decides).
         if wrap is not None:
             return len(text) == wrap
+        if word_wrap is not None:
+            return len(text) >= word_wrap - 20
         return len(text) >= _SOFT_WRAP_MIN and text.endswith(" ") and not is_nccl(text)
 
     def continues(before: str, text: str) -> bool:
@@ -258,13 +268,15 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
                 and not _begins_message(text)
                 and bool(text.strip().strip(_MARKUP))
             )
+        if word_wrap is not None:
+            return word_wrapped(before, text, word_wrap)
         return text[:1].isalnum() and not begins_line(text)
 
     defer = nccl.defer
     is_nccl = _NCCL_LINE.search
     # A run of COLL lines of the hot shape is taken in one regex match (NcclReader.take_run);
     # a prefix scheme would change the text, so numbered or wrapped files go line by line.
-    plain = numbering is None and wrap is None and not indent
+    plain = numbering is None and wrap is None and word_wrap is None and not indent
     take_run = nccl.take_run if plain else None
     # Runs of plain NCCL INFO lines skip the per-line dispatch (NcclReader.take_lines).
     take_lines = nccl.take_lines if FAST_LANE and not indent else None

@@ -24,6 +24,14 @@ _PG_RANK = re.compile(r"\[PG ID (\d+) PG GUID [^\]]*? Rank (\d{1,6})\]")
 # "host:pid:tid" or "host:pid" left of a message (an NCCL-like prefix whose level is gone).
 _HOST_PID = re.compile(r"(?:^|\s)([A-Za-z][\w.\-]{0,62}):(\d{1,9})(?::(\d{1,9}))?(?=\s|$)")
 _PID = re.compile(r"\bpid[=: ]\s*(\d{1,9})\b", re.IGNORECASE)
+# Syslog's writer left of a message (``gpu-h12 kernel:``, ``node7 sshd[812]:``), as kern.log
+# and ``journalctl -o short-monotonic`` print it, with or without the time before it.
+_SYSLOG_WRITER = re.compile(
+    r"(?:^|\s)([A-Za-z][\w.\-]{0,62}) (?:kernel|[\w.\-/]{1,64}?\[(\d{1,9})\]):(?=\s|$)"
+)
+# A host label first in the line (``gpu-h12: [1893022.1] NVRM: ...``: pdsh, clush). Like the
+# pdsh numbering scheme, a label counts as a host name only when it holds a digit.
+_HOST_LABEL = re.compile(r"^([A-Za-z][\w.\-]{0,62}):(?=\s|$)")
 
 
 def _origin(label: str, message: str, hint: Origin) -> tuple[Origin, int | None]:
@@ -40,8 +48,15 @@ def _origin(label: str, message: str, hint: Origin) -> tuple[Origin, int | None]
     host, pid = hint.host, hint.pid
     if host is None and pid is None and label:
         found = _HOST_PID.search(label)
+        writer = _SYSLOG_WRITER.search(label) if found is None else None
+        named = _HOST_LABEL.match(label) if found is None and writer is None else None
         if found is not None:
             host, pid = found.group(1), int(found.group(2))
+        elif writer is not None:
+            host = writer.group(1)
+            pid = int(writer.group(2)) if writer.group(2) else None
+        elif named is not None and any(c.isdigit() for c in named.group(1)):
+            host = named.group(1)
         elif (pid_found := _PID.search(label)) is not None:
             pid = int(pid_found.group(1))
     return replace(hint, rank=rank, host=host, pid=pid), rank

@@ -46,6 +46,7 @@ from logsleuth.model.stacks import (
     format_frame_line,
 )
 from logsleuth.parse.base import Line, Reader, Sink
+from logsleuth.parse.catalog import load_catalog
 from logsleuth.parse.grammar import load_parser
 
 _STARTS = (
@@ -87,6 +88,17 @@ _PYSPY_ERRORS = re.compile(
     r"Unsupported version|coredump|No such process|os error \d+|[Pp]ermission|panicked"
 )
 """py-spy's own error messages: an ``Error:`` line without any of these is someone else's."""
+
+
+def _known_elsewhere(text: str) -> bool:
+    """Say whether an ``Error:`` line holds another program's known message (the catalogs'),
+    not py-spy's: that line is evidence for the other readers (``Error: NVRM: Xid ...``)."""
+    message = text.removeprefix("Error:").strip()
+    if _PYSPY_ERRORS.search(message):
+        return False
+    found = load_catalog().match(message)
+    return found is not None and found.whole
+
 
 _C_SOURCE = re.compile(r"\.(c|cc|cpp|cxx|h|hh|hpp|cu|cuh|rs)$")
 
@@ -724,7 +736,7 @@ class StackReader(Reader):
     def _start(self, line: Line, shape: _Shape | None) -> bool:
         """Open a dump or an error message at ``line``; return False when it opens neither."""
         if isinstance(shape, _Error):
-            if not shape.start:
+            if not shape.start or _known_elsewhere(shape.text):
                 return False
             self._error = _ErrorBuilder(line, shape.text, [line.no])
             return True

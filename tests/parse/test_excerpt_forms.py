@@ -9,6 +9,7 @@ built here from real lines; the corpus-wide check that verdicts survive these fo
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,9 @@ import pytest
 from logsleuth.api import analyze
 from logsleuth.model.nccl import NcclUnrecognized, NcclWarn
 from logsleuth.model.stacks import StackDump
+from logsleuth.model.torch import WatchdogTimeout
 from logsleuth.parse.catalog import MIN_ANCHOR, load_catalog
-from logsleuth.parse.clean import detect_indent, detect_numbering
+from logsleuth.parse.clean import detect_indent, detect_numbering, detect_word_wrap, detect_wrap
 from logsleuth.parse.discover import InputSource
 from logsleuth.parse.dispatch import InputResult, read_input
 from tests.knowledge.catalog import instantiate
@@ -154,6 +156,26 @@ def test_a_kernel_line_among_others_names_its_host() -> None:
     assert hosts == ["gpu-n12"]
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "gpu-h12 kernel: [1893022.112240] NVRM: Xid (PCI:0000:b3:00): 74, pid=88123, name=python",
+        "[ 1893022.112240] gpu-h12 kernel: NVRM: Xid (PCI:0000:b3:00): 74, pid=88123, name=python",
+        "gpu-h12: [1893022.112240] NVRM: Xid (PCI:0000:b3:00): 74, pid=88123, name=python",
+    ],
+    ids=["kern.log without time", "journalctl short-monotonic", "pdsh dmesg"],
+)
+def test_a_kernel_line_names_its_host_in_every_form_dmesg_is_collected(line: str) -> None:
+    hosts = [e.origin.host for e in read(line + "\n").events if "Xid" in e.text]
+    assert hosts == ["gpu-h12"]
+
+
+def test_a_word_and_colon_is_no_host_label_of_a_message() -> None:
+    # A label must hold a digit to name a host ('dmesg:' does not).
+    text = "dmesg: NVRM: Xid (PCI:0000:b3:00): 74, pid=88123, name=python\n"
+    assert [e.origin.host for e in read(text).events if "Xid" in e.text] == [None]
+
+
 @pytest.mark.parametrize("header", ["=== rank {r} ===", "---- rank {r} ----", "## rank {r}"])
 def test_each_dump_under_a_section_header_is_that_ranks(header: str) -> None:
     # Dumps pasted one after another under headers: each header ends the dump above it.
@@ -188,6 +210,45 @@ def test_a_wrapped_message_joins_without_the_prefix_of_its_second_piece(prefix: 
     for event in timeouts:
         assert "ran for 600060 milliseconds" in event.text
         assert prefix.strip() == "" or event.text.count(prefix.strip()) == 1
+
+
+def _watchdogs(text: str) -> list[tuple[int, int | None, str | None]]:
+    """(line, SeqNum, OpType) of each watchdog timeout read from ``text``."""
+    result = read(text)
+    assert result.summary.unrecognized == 0
+    return [(e.ref.line, e.seq, e.op_type) for e in result.events if isinstance(e, WatchdogTimeout)]
+
+
+WHOLE = [
+    "".join(WATCHDOG).replace("[rank0]", f"[rank{r}]").replace("[Rank 0]", f"[Rank {r}]")
+    for r in range(4)
+]
+
+
+@pytest.mark.parametrize("width", [72, 80, 100])
+def test_a_word_wrap_that_dropped_its_blanks_reads_as_the_whole_lines(width: int) -> None:
+    # An editor or mail client reflowed the paste: each break drops the blank it broke at.
+    pieces = [piece for line in WHOLE for piece in textwrap.wrap(line, width)]
+    got = _watchdogs("\n".join(pieces) + "\n")
+    firsts = [1 + sum(len(textwrap.wrap(w, width)) for w in WHOLE[:r]) for r in range(4)]
+    assert got == [(n, 1580, "ALLREDUCE") for n in firsts]
+
+
+def test_a_word_wrap_that_kept_its_blanks_is_no_hard_wrap() -> None:
+    # fold -s: every piece ends in the blank it broke at, and the longest pieces of four
+    # similar messages share one length; that is no terminal's width.
+    pieces = [p for line in WHOLE for p in textwrap.wrap(line, 100, drop_whitespace=False)]
+    assert detect_wrap(pieces) is None
+    assert [n for n, *_ in _watchdogs("\n".join(pieces) + "\n")] == [1, 4, 7, 10]
+
+
+def test_log_lines_of_one_shape_near_one_length_are_no_word_wrap() -> None:
+    lines = [
+        f"step {n:05d} | loss 2.{n % 10}13 | lr 3.0e-4 | tokens/s 81234 | mem 61.2 GB"
+        for n in range(9)
+    ]
+    assert detect_word_wrap(lines) is None
+    assert read("\n".join(lines) + "\n").summary.lines == 9
 
 
 NVLS = (
@@ -371,3 +432,23 @@ def test_a_desync_report_cut_at_a_width_is_still_a_mismatch(tmp_path: Path) -> N
     log = tmp_path / "error.log"
     log.write_text(line + "\n")
     assert analyze([str(log)]).diagnosis.verdict.kind == "collective-mismatch"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Error: NVRM: Xid (PCI:0000:b3:00): 79, pid=48812, name=python, GPU has fallen off the bus.",
+        "Error: Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 1000",
+    ],
+)
+def test_an_error_label_before_another_programs_known_message_keeps_it(line: str) -> None:
+    # 'Error:' opens py-spy's own error messages; another program's message behind it is
+    # that program's evidence, not a failed stack dump.
+    result = read(line + "\n")
+    assert result.summary.recognized == 1
+    assert [type(e).__name__ for e in result.events] == ["LogMessage"]
+
+
+def test_py_spys_own_error_stays_a_stack_dump_error() -> None:
+    text = "Error: Failed to get process executable name. Check that the process is running.\n"
+    assert [type(e).__name__ for e in read(text).events] == ["StackDumpError"]
