@@ -26,7 +26,7 @@ from logsleuth.analysis.rules.ordering import CrossCommunicatorOrder
 from logsleuth.analysis.rules.p2p import P2PFrontier
 from logsleuth.analysis.rules.process import LeftEarly, ProcessDied
 from logsleuth.analysis.rules.ras import RasMissingProcess, RasOperationMismatch
-from logsleuth.analysis.rules.setup import SetupNeverFinished
+from logsleuth.analysis.rules.setup import SetupBehind, SetupNeverFinished
 from logsleuth.analysis.rules.stacks import CollectiveDivergence, InitStall, NonCollectiveStall
 from logsleuth.analysis.rules.topology import TOPOLOGY_RULES
 from logsleuth.analysis.rules.transport import IbExpectedSocketUsed
@@ -52,6 +52,7 @@ RULES: tuple[type[Rule], ...] = tuple(
             InitStall,
             InitNeverReached,
             SetupNeverFinished,
+            SetupBehind,
             DuplicateRanks,
             StoreBarrierWaiting,
             BootstrapFailure,

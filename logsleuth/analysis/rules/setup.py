@@ -1,4 +1,5 @@
-"""Every NCCL log ends inside communicator set-up: where set-up stopped."""
+"""NCCL logs that end inside communicator set-up: where set-up stopped, and who it left
+waiting."""
 
 from __future__ import annotations
 
@@ -191,6 +192,110 @@ class SetupNeverFinished(Rule):
                     advice,
                     "Dump every rank's stacks while it hangs (py-spy dump --native --pid PID) to "
                     "see what set-up waits for; include each rank's whole log.",
+                )
+                if x
+            ),
+        )
+
+
+class SetupBehind(Rule):
+    """Some ranks finished set-up and wait in a collective; others' logs end inside set-up.
+
+    Symptom:
+        Ranks of a communicator logged ``Init COMPLETE`` and went on to its collectives,
+        while the NCCL log of another process of the job ends at a set-up line that waits
+        for something outside the process (a channel connection, NVLS binding), with no
+        ``Init COMPLETE`` and no error. The communicator's count of completed ranks is short.
+
+    Likely causes:
+        That process's set-up hangs at the step named (a connection to an unreachable peer,
+        a blocked P2P mapping, a fabric manager that does not answer), so the ranks that
+        finished wait for it in their first collective. It is behind: the wait ends there.
+
+    What to check:
+        That process's stacks while it hangs (``py-spy dump --native``), the transport of the
+        step named (disable it to confirm), and its whole log: an excerpt cut there looks
+        the same.
+    """
+
+    code = "LS127"
+    name = "init.setup_behind"
+    kind = "init-stall"
+
+    def check(self, index: EvidenceIndex) -> Iterable[Finding]:
+        short = [
+            c
+            for c in index.comms.values()
+            if c.completed and c.ops and c.nranks and len(c.completed) < c.nranks
+        ]
+        if not short or health_proofs(index):
+            return
+        done = {
+            (e.origin.host, e.origin.pid)
+            for c in index.comms.values()
+            for e in c.completed.values()
+        }
+        warned = {(w.origin.host, w.origin.pid) for w in index.warns}
+        behind: dict[Stream, Event] = {}
+        for stream, proc in index.procs.items():
+            last = proc.last_event
+            if stream in done or stream in warned or last is None or "nccl" not in proc.families:
+                continue
+            if _setup_step(last)[0] and _waiting_step(last) is not None:
+                behind[stream] = last
+        # A rank that completed the init of a short communicator is not behind in it.
+        behind = {
+            s: e
+            for s, e in behind.items()
+            if (rank := index.rank_of(*s)) is None or any(rank not in c.completed for c in short)
+        }
+        if not behind or _goes_on(index, behind.values()):
+            return
+        comm = min(short, key=lambda c: c.key)
+        waiting = sorted(comm.ops, key=lambda s: (str(s[0]), s[1] or 0))
+        streams = sorted(behind, key=lambda s: (str(s[0]), s[1] or 0))
+        names = {_waiting_step(e) for e in behind.values()}
+        step, advice = "communicator set-up", ""
+        for keys, what, steps in _STEPS:
+            if keys & names:
+                step, advice = what, steps
+                break
+        first_op = comm.ops[waiting[0]][0] if comm.ops[waiting[0]] else None
+        at = f" and wait in {first_op.op} #{first_op.op_count}" if first_op is not None else ""
+        ranks = [r for s in streams if (r := index.rank_of(*s)) is not None]
+        hosts = sorted({h for h, _ in streams if h})
+        pids = [p for _, p in streams if p is not None]
+        yield self.finding(
+            severity="error",
+            title=(
+                f"the NCCL log of {describe(index, streams)} ends inside {step}; "
+                f"{len(comm.completed)} of {comm.nranks} rank(s) of comm {comm.key} finished "
+                f"init{at}"
+            ),
+            detail=(
+                f"{describe(index, waiting)} completed the init of communicator {comm.key} "
+                "and entered its collectives"
+                + (f" ({first_op.op} #{first_op.op_count} first)" if first_op is not None else "")
+                + "; the last NCCL line of "
+                f"{describe(index, streams)} is a set-up line ({_quote(behind[streams[0]])}), "
+                "with no Init COMPLETE and no error after it. The collective cannot finish "
+                f"without it: set-up is stuck at {step} there (or its log was cut there)."
+            ),
+            events=[behind[s] for s in streams]
+            + [comm.completed[r] for r in sorted(comm.completed)[:2]],
+            ranks=ranks,
+            hosts=hosts,
+            pids=pids,
+            communicator=comm.key,
+            confidence=0.55,
+            next_steps=tuple(
+                x
+                for x in (
+                    f"Dump the stacks of {describe(index, streams)} while it hangs "
+                    "(py-spy dump --native --pid PID): which set-up call does it wait in?",
+                    advice,
+                    "Include that process's whole NCCL log: an excerpt that stops at set-up "
+                    "looks the same.",
                 )
                 if x
             ),
