@@ -144,3 +144,31 @@ def test_a_gloo_connect_failure_at_init_is_a_bootstrap_failure(
     verdict, lead = _lead(tmp_path, text)
     assert verdict.kind == "bootstrap-failure"
     assert f"({entry};" in lead.detail
+
+
+def test_a_traceback_no_prefix_places_is_still_the_failure_shown(tmp_path: Path) -> None:
+    # One process's traceback pasted without a launcher's [rankN]: tag: the exception is the
+    # failure the excerpt shows, even though no rank can be named.
+    text = """\
+[2025-01-10 10:00:00] Scheduler hit an exception: Traceback (most recent call last):
+  File "/srv/app/scheduler.py", line 1745, in run_scheduler_process
+    scheduler.event_loop()
+  File "/srv/app/model_runner.py", line 700, in forward
+    return self.forward_decode(batch)
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB.
+"""
+    verdict, lead = _lead(tmp_path, text)
+    assert (verdict.kind, verdict.code, verdict.culprit_ranks) == ("process-died", "LS204", ())
+    assert "torch.OutOfMemoryError" in verdict.summary
+    assert lead.evidence[0].line == 1
+
+
+def test_a_traceback_of_a_lost_peer_is_no_failure_of_its_own(tmp_path: Path) -> None:
+    text = """\
+Traceback (most recent call last):
+  File "train.py", line 80, in <module>
+    dist.all_reduce(t)
+RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.0.0.2]:51234
+"""
+    verdict = _verdict(tmp_path, text)
+    assert verdict.code != "LS204"

@@ -134,6 +134,50 @@ class ProcessDied(Rule):
             ),
         )
 
+    def _unranked_exception(self, index: EvidenceIndex) -> Finding | None:
+        """A traceback whose process the excerpt does not place by rank (no launcher tag).
+
+        The exception still ended that process (or a thread it needed): it is the failure
+        the evidence shows, named by host and pid where a prefix gives them.
+        """
+        raised = [
+            t
+            for t in index.torch
+            if isinstance(t, PythonTraceback)
+            and t.rank is None
+            and t.exc_type is not None
+            and not _benign_exception(t.exc_type, t.exc_message)
+        ]
+        if not raised:
+            return None
+        first = raised[0]
+        host, pid = first.origin.host, first.origin.pid
+        rank = index.rank_of(host, pid) if host or pid is not None else None
+        where = first.frames[-1] if first.frames else None
+        who = f"rank {rank}" if rank is not None else "a process"
+        if pid is not None:
+            who += f" (pid {pid}{f' on {host}' if host else ''})"
+        return self.finding(
+            severity="error",
+            title=f"{who} raised {first.exc_type}"
+            + (f" at {where[2]} ({where[0]}:{where[1]})" if where else ""),
+            detail=(
+                f"{first.exc_type}: {first.exc_message or ''}".rstrip(": ")
+                + ". The excerpt does not say which rank printed it (no launcher prefix such "
+                "as [rank3]:); its peers' timeouts and connection errors would follow from it."
+            ),
+            events=[first],
+            ranks=[rank] if rank is not None else [],
+            hosts=[host] if host else [],
+            pids=[pid] if pid is not None else [],
+            confidence=0.5,
+            next_steps=(
+                "Find which rank printed this traceback (run with torchrun --tee 3 or "
+                "--log-dir, so that each line carries its rank) and fix the exception.",
+                "Read the lines before it in the same output for the first error.",
+            ),
+        )
+
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         tracebacks = [
             e for e in index.torch if isinstance(e, PythonTraceback) and e.rank is not None
@@ -147,7 +191,7 @@ class ProcessDied(Rule):
         ]
         failures = [f for f in index.failures if f.exitcode not in (None, 0)]
         if not tracebacks and not failures:
-            exited = self._gone_before_capture(index)
+            exited = self._gone_before_capture(index) or self._unranked_exception(index)
             if exited is not None:
                 yield exited
             return
