@@ -124,6 +124,13 @@ _WRAP_MIN, _WRAP_MAX = 60, 512
 _FRAME_CHARS = "|\u2502\u2503\u2551\u256e\u256f\u2510\u2518+*#"
 
 
+def _widest(sample: Sequence[str]) -> tuple[list[int], int] | None:
+    """The lengths of ``sample``'s lines and the longest, when that may be a wrap width."""
+    lengths = [len(line) for line in sample]
+    width = max(lengths, default=0)
+    return (lengths, width) if _WRAP_MIN <= width <= _WRAP_MAX else None
+
+
 def detect_wrap(sample: Sequence[str]) -> int | None:
     """Return the width a terminal hard-wrapped ``sample`` (cleaned lines) at, or None.
 
@@ -132,12 +139,10 @@ def detect_wrap(sample: Sequence[str]) -> int | None:
     exactly the longest length, and the lines after them do not begin like them (the
     longest lines of a normal log, COLL lines of one shape, are followed by more of the same).
     """
-    lengths = [len(line) for line in sample]
-    if not lengths:
+    widest = _widest(sample)
+    if widest is None:
         return None
-    width = max(lengths)
-    if not _WRAP_MIN <= width <= _WRAP_MAX:
-        return None
+    lengths, width = widest
     cut = [i for i, n in enumerate(lengths) if n == width and i + 1 < len(sample)]
     if len(cut) < 2:
         return None
@@ -184,12 +189,10 @@ def detect_word_wrap(sample: Sequence[str]) -> int | None:
     the next piece neither begins a line of its own nor looks like the line before it
     (a log of similar lines of one length is no wrap).
     """
-    lengths = [len(line) for line in sample]
-    if not lengths:
+    widest = _widest(sample)
+    if widest is None:
         return None
-    width = max(lengths)
-    if not _WRAP_MIN <= width <= _WRAP_MAX:
-        return None
+    lengths, width = widest
     long = [i for i, n in enumerate(lengths) if n >= width - 20 and i + 1 < len(sample)]
     breaks = [i for i in long if word_wrapped(sample[i], sample[i + 1], width)]
     # A hard wrap breaks only pieces of the full width; a word wrap breaks shorter ones too.

@@ -241,14 +241,12 @@ class SetupBehind(Rule):
             last = proc.last_event
             if stream in done or stream in warned or last is None or "nccl" not in proc.families:
                 continue
-            if _setup_step(last)[0] and _waiting_step(last) is not None:
+            if not _setup_step(last)[0] or _waiting_step(last) is None:
+                continue
+            # A rank that completed the init of a short communicator is not behind in it.
+            rank = index.rank_of(*stream)
+            if rank is None or any(rank not in c.completed for c in short):
                 behind[stream] = last
-        # A rank that completed the init of a short communicator is not behind in it.
-        behind = {
-            s: e
-            for s, e in behind.items()
-            if (rank := index.rank_of(*s)) is None or any(rank not in c.completed for c in short)
-        }
         if not behind or _goes_on(index, behind.values()):
             return
         comm = min(short, key=lambda c: c.key)
