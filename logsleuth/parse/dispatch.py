@@ -15,9 +15,10 @@ import os
 import re
 import traceback
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import fields, replace
+from operator import attrgetter
 from pathlib import Path
 from typing import Protocol
 
@@ -45,7 +46,8 @@ from logsleuth.parse.ras import looks_like_ras_json, parse_ras_json
 # without a dataclasses.fields() call per object (see pickling.py).
 pickling.install()
 
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_VALUES: dict[type, Callable[[Event], tuple[object, ...]]] = {}
+"""Per event class: a getter of the fields that may hold a number (all but ref, text, origin)."""
 
 
 def _too_wide(value: object, depth: int = 0) -> bool:
@@ -63,24 +65,40 @@ def _too_wide(value: object, depth: int = 0) -> bool:
     return False
 
 
+def _values_of(cls: type[Event]) -> Callable[[Event], tuple[object, ...]]:
+    names = [f.name for f in fields(cls) if f.name not in ("ref", "text", "origin")]
+    # attrgetter of one name returns the value, not a 1-tuple.
+    if len(names) == 1:
+        one = attrgetter(names[0])
+        return lambda event: (one(event),)
+    return attrgetter(*names) if names else (lambda event: ())
+
+
 def _drop_wide_numbers(result: InputResult) -> InputResult:
     """Take out events holding a number wider than 64 bits: no NCCL, torch or py-spy field
     is, so such a line is damaged or crafted; it is counted unrecognized instead."""
     kept: list[Event] = []
     dropped: set[int] = set()
+    limit = budgets.INT_LIMIT
     for event in result.events:
-        if type(event) is NcclConnectRun:
+        cls = type(event)
+        if cls is NcclConnectRun:
             kept.append(event)  # the fast lane leaves a line with a wide number out of runs
             continue
-        names = _FIELD_NAMES.get(type(event))
-        if names is None:
-            names = _FIELD_NAMES[type(event)] = tuple(f.name for f in fields(event))
-        # Most fields are no int and no tuple: only those go through _too_wide.
-        for name in names:
-            value = getattr(event, name)
-            if isinstance(value, (int, tuple)) and _too_wide(value):
-                dropped.add(event.ref.line)
-                break
+        values = _VALUES.get(cls)
+        if values is None:
+            values = _VALUES[cls] = _values_of(cls)
+        # One C call reads the fields; most are str or None and cost one test each.
+        for value in values(event):
+            if value is None or type(value) is str:
+                continue
+            if type(value) is int:
+                if -limit < value < limit:
+                    continue
+            elif not (isinstance(value, (int, tuple)) and _too_wide(value)):
+                continue
+            dropped.add(event.ref.line)
+            break
         else:
             kept.append(event)
     if not dropped:

@@ -215,3 +215,31 @@ def test_read_inputs_keeps_order_and_gives_the_same_results_in_workers(
     assert serial[:-1] == parallel[:-1]
     assert isinstance(parallel[-1], InputError)
     assert (parallel[-1].source, parallel[-1].reason) == ("empty", "file is empty")
+
+
+@pytest.mark.parametrize(
+    ("line", "kept"),
+    [
+        (
+            "AllReduce: opCount ffffffffffffffff sendbuff 0x1 recvbuff 0x2 count 8 datatype 7"
+            " op 0 root 0 comm 0x3 [nranks=2] stream 0x4",
+            True,
+        ),
+        (
+            "AllReduce: opCount 1ffffffffffffffff sendbuff 0x1 recvbuff 0x2 count 8 datatype 7"
+            " op 0 root 0 comm 0x3 [nranks=2] stream 0x4",
+            False,
+        ),
+        ("Trees [0] -1/-1/-1->0->1 [1] 1/-1/-1->0->-1", True),
+        ("Trees [0] -1/-1/-1->0->1 [1] 1/-1/-1->0->99999999999999999999", False),
+    ],
+    ids=["opcount-64-bit", "opcount-65-bit", "trees", "trees-wide-parent"],
+)
+def test_a_line_holding_a_number_wider_than_64_bits_is_counted_unrecognized(
+    tmp_path: Path, line: str, kept: bool
+) -> None:
+    path = tmp_path / "rank0.log"
+    path.write_text(f"host:1:1 [0] NCCL INFO {line}\n")
+    result = read_input(InputSource(name=path.name, path=path))
+    assert (result.summary.recognized, result.summary.unrecognized) == ((1, 0) if kept else (0, 1))
+    assert bool(result.events) is kept
