@@ -42,6 +42,8 @@ it (live/session.py), and answer keys of test cases."""
 _SKIP_SUFFIXES = (".md", ".rst", ".teardown")
 """Documentation beside the logs (a case's README) is not evidence, nor what NCCL wrote after
 live began to end the job (``nccl/NAME.teardown``, live/session.py)."""
+_DOC_SUFFIXES = (".md", ".rst")
+"""Of those, the ones read when a directory holds nothing else: an excerpt saved as notes."""
 _SKIP_DIRS = frozenset({".git", "__pycache__", ".venv", "node_modules"})
 _GZIP_MAGIC = b"\x1f\x8b"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
@@ -135,8 +137,13 @@ class _Walk:
         self.problems = problems
 
     def files(self, top: str, label: str) -> list[tuple[str, str]]:
-        """Return (path, path relative to ``top``) of the regular files below ``top``."""
+        """Return (path, path relative to ``top``) of the regular files below ``top``.
+
+        Notes (``.md``, ``.rst``) beside logs are skipped; when the walk finds nothing
+        else, the notes are returned: they are the excerpt.
+        """
         found: list[tuple[str, str]] = []
+        notes: list[tuple[str, str]] = []
         stack: list[tuple[str, str, int]] = [(top, "", 0)]
         while stack:
             directory, rel, depth = stack.pop()
@@ -177,8 +184,11 @@ class _Walk:
                     subdirs.append((entry.path, child, depth + 1))
                 elif is_file and not _skipped(name):
                     found.append((entry.path, child))
+                elif is_file and name.lower().endswith(_DOC_SUFFIXES) and not name.startswith("."):
+                    notes.append((entry.path, child))
             stack.extend(reversed(subdirs))
-        return found
+        # A directory of nothing but notes (an excerpt kept as issue.md) is that evidence.
+        return found or notes
 
 
 def _reason(exc: OSError) -> str:

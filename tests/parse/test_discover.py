@@ -20,6 +20,18 @@ def test_directories_are_walked_in_order_and_outputs_skipped(tmp_path: Path) -> 
     assert problems == []
 
 
+def test_notes_beside_logs_are_skipped_but_notes_alone_are_the_evidence(tmp_path: Path) -> None:
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "rank0.log").write_text("x\n")
+    (tmp_path / "job" / "README.md").write_text("how this was collected\n")
+    (tmp_path / "ticket").mkdir()
+    (tmp_path / "ticket" / "issue.md").write_text("> [rank3]:[E1012 ...] Heartbeat monitor\n")
+    (tmp_path / "ticket" / "truth.json").write_text("{}")
+    sources, problems = discover([str(tmp_path / "job"), str(tmp_path / "ticket")])
+    assert [s.name for s in sources] == ["job/rank0.log", "ticket/issue.md"]
+    assert problems == []
+
+
 def test_missing_path_and_empty_directory_are_problems(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     sources, problems = discover([str(tmp_path / "nope.log"), str(tmp_path / "empty")])
