@@ -62,6 +62,8 @@ NUMBERING_SCHEMES: dict[str, re.Pattern[str]] = {
     "syslog": re.compile(f"{_SYSLOG_TIME}(?:{_SYSLOG_WRITER})? "),
 }
 """Prefixes that are only trusted when a whole file carries them."""
+_SLURM_OWN = re.compile(r"\s*(?:srun|slurmstepd|salloc|sbatch)(?:\[\d+\])?: ")
+"""A line Slurm wrote itself, beside the labelled lines of its tasks."""
 _SYSLOG_LINE = re.compile(f"{_SYSLOG_TIME}{_SYSLOG_WRITER} ")
 """A whole syslog prefix (time, host, program[pid], or the kernel, which has no pid):
 unmistakable on any line, as when a ticket pastes ``journalctl -k`` lines (``kernel: NVRM:
@@ -270,9 +272,13 @@ def detect_numbering(sample: Sequence[str]) -> str | None:
     # none), the schemes one by one only when enough lines could carry one.
     if sum(1 for line in lines if _NUMBERED.match(line)) * 10 < len(lines) * 6:
         return None
+    # Slurm's own lines in an srun --label log (``srun: error: HOST: task 9: Exited ...``)
+    # carry no label: they are not counted for or against it.
+    unlabelled = sum(1 for line in lines if _SLURM_OWN.match(line))
     for name, pattern in NUMBERING_SCHEMES.items():
         numbers = [m.group(1) for line in lines if (m := pattern.match(line))]
-        if len(numbers) * 10 < len(lines) * 6:
+        among = len(lines) - unlabelled if name == "srun" else len(lines)
+        if len(numbers) < 2 or len(numbers) * 10 < among * 6:
             continue
         if name in ("srun", "stamp", "syslog"):
             return name
