@@ -16,6 +16,11 @@ from logsleuth.model.stacks import GDB, StackDump
 
 _NO_DATA = frozenset({"barrier", "monitored_barrier"})
 """Collectives that carry no data."""
+_POINT_TO_POINT = frozenset(
+    {"send", "recv", "isend", "irecv", "batch_isend_irecv", "send_object_list", "recv_object_list"}
+)
+"""Calls that pair one rank with another: a send on one rank and a recv on the next differ by
+design (pipeline stages), not as a divergence."""
 
 STALLED = ("data-loading", "lock", "io", "sleep", "compute")
 """Categories in which a rank holds the others up when they wait in a collective."""
@@ -499,6 +504,8 @@ class CollectiveDivergence(Rule):
         (ref_op, ref_site), ref_classes = ordered[0]
         ref_count = sum(c.count for c in ref_classes)
         for (op, site), classes in ordered[1:]:
+            if op in _POINT_TO_POINT and ref_op in _POINT_TO_POINT:
+                continue
             count = sum(c.count for c in classes)
             tie = count == ref_count
             for cls in classes:
