@@ -25,7 +25,9 @@ from logsleuth.model.diagnosis import Evidence
 from logsleuth.model.flight import FlightRecorderDump, FrEntry
 from logsleuth.model.p2p import P2PView
 from logsleuth.model.torch import (
+    ChildFailure,
     GlooError,
+    LauncherEvent,
     MonitoredBarrierError,
     PythonTraceback,
     WatchdogError,
@@ -259,19 +261,46 @@ def mark_fates(index: EvidenceIndex, graph: Graph) -> tuple[set[str], dict[str, 
         if ended is not None and ended.state == "silent" and failure.signal == "SIGTERM":
             # Alive until torchrun ended the job: not silent, only unobserved.
             ended.state, ended.where = "unknown", "ended by torchrun (SIGTERM)"
-    waiting_failed = {r for r in failed if rank_id(r) in lost or rank_id(r) in waited}
-    if failed and waiting_failed:
-        # torchrun lists only the workers that failed, and its global ranks are dense
-        # (0..N-1): a rank it does not list ended with status 0 while ranks it lists were
-        # still waiting (lost peers, timeouts).
-        for rank in range(min(max(failed), MAX_WORLD)):
-            graph.nodes.setdefault(
-                rank_id(rank), Node(rank, state="silent", where="left no evidence")
-            )
-        for node in graph.nodes.values():
-            if node.rank is not None and node.rank not in failed and node.state in _QUIET:
-                node.state, node.where = "exited", "exit code 0 (not in torchrun's failures)"
+    for rank in _exited_cleanly(
+        index, {r for r in failed if rank_id(r) in lost or rank_id(r) in waited}
+    ):
+        graph.nodes.setdefault(rank_id(rank), Node(rank, state="silent", where="left no evidence"))
+        node = graph.nodes[rank_id(rank)]
+        if node.state in _QUIET:
+            node.state, node.where = "exited", "exit code 0 (not in torchrun's failures)"
     return set(lost), {**timed_out, **lost}
+
+
+def _exited_cleanly(index: EvidenceIndex, waiting_failed: set[int]) -> list[int]:
+    """Ranks that torchrun's summary shows ended with status 0 while its waiting ranks failed.
+
+    A torchrun agent lists the workers that exited non-zero when it noticed a failure; one
+    it does not list had ended with status 0 before, unless it still ran and was stopped
+    (``Sending process P closing signal SIGTERM`` names its pid). Only the agent's own
+    workers count: its global ranks are ``rank - local_rank`` onwards, below its highest
+    listed rank; ranks on other nodes are another agent's.
+    """
+    stopped = {e.pid for e in index.all_of(LauncherEvent) if e.action == "closing-signal" and e.pid}
+    alive = {p.rank for p in index.procs.values() if p.pid in stopped and p.rank is not None}
+    agents: dict[str | None, list[ChildFailure]] = defaultdict(list)
+    for failure in index.failures:
+        if failure.rank is not None:
+            agents[failure.host].append(failure)
+    exited: list[int] = []
+    for entries in agents.values():
+        listed = {f.rank for f in entries if f.rank is not None}
+        waiting = listed & waiting_failed
+        if not waiting:
+            continue
+        bases = {
+            f.rank - f.local_rank
+            for f in entries
+            if f.rank is not None and f.local_rank is not None
+        }
+        base = min(bases) if bases else 0
+        unlisted = [r for r in range(max(0, base), min(max(listed), MAX_WORLD)) if r not in listed]
+        exited += [r for r in unlisted if r not in alive]
+    return sorted(set(exited))
 
 
 def flight_edges(index: EvidenceIndex, graph: Graph) -> set[str]:

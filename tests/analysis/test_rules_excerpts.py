@@ -4,6 +4,7 @@ summary, one rank's traceback. Each names the culprit the excerpt itself names.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -17,10 +18,9 @@ def _verdict(tmp_path: Path, text: str) -> Verdict:
 
 
 def _lead(tmp_path: Path, text: str) -> tuple[Verdict, Finding]:
-    """The verdict and the finding it comes from."""
-    log = tmp_path / "ticket.log"
-    log.write_text(text, encoding="utf-8")
-    diagnosis = analyze([str(log)]).diagnosis
+    """The verdict and the finding it comes from (with the other files in ``tmp_path``)."""
+    (tmp_path / "ticket.log").write_text(text, encoding="utf-8")
+    diagnosis = analyze([str(tmp_path)]).diagnosis
     lead = diagnosis.findings[0]
     assert lead.code == diagnosis.verdict.code
     return diagnosis.verdict, lead
@@ -172,3 +172,111 @@ RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection cl
 """
     verdict = _verdict(tmp_path, text)
     assert verdict.code != "LS204"
+
+
+_SUMMARY = """\
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Failures:
+{others}
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2024-11-24_04:11:20
+  host      : node-2
+  rank      : {rank} (local_rank: {local})
+  exitcode  : -6 (pid: 8812)
+  error_file: <N/A>
+  traceback : Signal 6 (SIGABRT) received by PID 8812
+============================================================
+"""
+_TIMEOUT = (
+    "[rank{rank}]:[E1124 04:10:55.771102 ProcessGroupNCCL.cpp:616] [Rank {rank}] Watchdog caught "
+    "collective operation timeout: WorkNCCL(SeqNum=40022, OpType=ALLREDUCE, NumelIn=65536, "
+    "NumelOut=65536, Timeout(ms)=1800000) ran for 1800044 milliseconds before timing out.\n"
+)
+
+
+def test_ranks_another_torchrun_agent_ran_are_not_read_as_exited(tmp_path: Path) -> None:
+    # One node's torchrun (rank 11 is its local rank 3) knows nothing of ranks 0-7: only
+    # its own workers 8-10, which it does not list, may have ended before.
+    text = _TIMEOUT.format(rank=11) + _SUMMARY.format(
+        others="  <NO_OTHER_FAILURES>", rank=11, local=3
+    )
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_ranks) == ("missing-collective", (8, 9, 10))
+
+
+def test_a_worker_torchrun_sent_a_closing_signal_was_still_running(tmp_path: Path) -> None:
+    text = (
+        _TIMEOUT.format(rank=11)
+        + "W1124 04:11:20.118000 139948 torch/distributed/elastic/multiprocessing/api.py:858] "
+        "Sending process 8810 closing signal SIGTERM\n"
+        + _SUMMARY.format(others="  <NO_OTHER_FAILURES>", rank=11, local=3)
+    )
+    (tmp_path / "manifest.json").write_text(
+        json.dumps(
+            {
+                "schema": "logsleuth.bundle/1",
+                "ranks": {str(r): {"pid": 8800 + r, "host": "node-2"} for r in range(8, 12)},
+            }
+        )
+    )
+    verdict = _verdict(tmp_path, text)
+    assert verdict.culprit_ranks == (8, 9)
+
+
+def _entry(index: int, rank: int) -> str:
+    return (
+        f"[{index}]:\n  time      : 2024-11-24_04:11:20\n  host      : node-2\n"
+        f"  rank      : {rank} (local_rank: {rank - 8})\n  exitcode  : -6 (pid: {8800 + rank})\n"
+        f"  error_file: <N/A>\n  traceback : Signal 6 (SIGABRT) received by PID {8800 + rank}"
+    )
+
+
+def test_the_one_worker_torchrun_does_not_list_among_waiting_ones_exited_early(
+    tmp_path: Path,
+) -> None:
+    # The agent of ranks 8-11 lists 9, 10 and 11, which timed out waiting; rank 8 alone is
+    # not listed: it had ended with status 0 before.
+    text = "".join(_TIMEOUT.format(rank=r) for r in (9, 10, 11)) + _SUMMARY.format(
+        others="\n".join(_entry(i, r) for i, r in ((1, 9), (2, 10))), rank=11, local=3
+    )
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_ranks) == ("missing-collective", (8,))
+
+
+def test_ranks_in_point_to_point_calls_are_no_divergence(tmp_path: Path) -> None:
+    # Pipeline stages: one rank sends, the next receives; the rank they wait for is in I/O.
+    frames = {
+        0: "send (torch/distributed/distributed_c10d.py:1877)",
+        1: "recv (torch/distributed/distributed_c10d.py:1931)",
+        2: "write (torch/serialization.py:851)\n    save (torch/serialization.py:628)\n"
+        "    save_checkpoint (megatron/training/checkpointing.py:401)",
+        3: "recv (torch/distributed/distributed_c10d.py:1931)",
+    }
+    for rank, inner in frames.items():
+        (tmp_path / f"rank{rank}.txt").write_text(
+            f"Process {7100 + rank}: python pretrain_gpt.py\nPython v3.10.12 (/usr/bin/python3)\n\n"
+            f'Thread {7100 + rank} (idle): "MainThread"\n    {inner}\n'
+            "    train_step (megatron/training/training.py:610)\n"
+            "    <module> (pretrain_gpt.py:243)\n"
+        )
+    verdict = analyze([str(tmp_path)]).diagnosis.verdict
+    assert (verdict.kind, verdict.culprit_ranks) == ("non-collective-stall", (2,))
+
+
+def test_srun_labels_are_read_among_slurms_own_lines(tmp_path: Path) -> None:
+    text = (
+        "9: Traceback (most recent call last):\n"
+        '9:   File "/home/u/proj/train.py", line 61, in main\n'
+        "9:     cfg = load_config(args.config)\n"
+        "9: KeyError: 'optimizer'\n"
+        "srun: error: gpu-12: task 9: Exited with exit code 1\n"
+        "slurmstepd: error: *** STEP 88123.0 ON gpu-10 CANCELLED AT 2024-07-01T11:02:13 ***\n"
+        "srun: error: gpu-10: tasks 0-7: Terminated\n"
+    )
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_ranks) == ("process-died", (9,))
