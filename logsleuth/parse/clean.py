@@ -29,6 +29,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]")
 
 # torch's excepthook writes "[rankN]: " (one space); torchrun --tee writes "[defaultN]:" (none).
 _TORCHRUN = re.compile(r"\[(?:(rank)(\d+)\]: ?|([A-Za-z_]+?)(\d+)\]:)")
+_LIGHTNING = re.compile(r"\[rank: (\d+)\] ")
+"""Lightning's rank-prefixed messages (``[rank: 3] Seed set to 42``)."""
 _MPI = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr|stddiag)>:\s?")
 _RAY = re.compile(r"\((?:[\w.]+ )?pid=(\d+)(?:, ip=[\d.]+)?\)\s")
 _ISO = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(?:Z|[+-]\d\d:?\d\d)\s")
@@ -227,7 +229,7 @@ BARE_COLL = r"(?:[A-Z][A-Za-z]{2,20}: )?opCount [0-9a-fA-F]+ sendbuff "
 # glued before it, a viewer's columns): the shapes family readers start with.
 _LINE_START = re.compile(
     r"(?<![\w.\-])[^\s:\[\]]+:\d+:\d+ (?:\[-?\d+\] |NCCL )"  # NCCL host:pid:tid
-    r"|\[(?:rank|default)\d+\]:"  # torchrun / torch excepthook
+    r"|\[(?:rank|default)\d+\]:|\[rank: \d+\] "  # torchrun / torch excepthook, Lightning
     r"|\[\d+,\d+\]<std(?:out|err|diag)>:"  # Open MPI
     r"|\[[EWIFC]\d{4} \d\d:\d\d:\d\d|\[[EWIF] [\w.]+:\d+\] "  # c10 logging
     r"|(?<![\w.])[EWIF]\d{4} \d\d:\d\d:\d\d\.\d+ "  # glog
@@ -429,6 +431,9 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
                     hint = _with(hint, rank=int(m.group(2)))
                 else:
                     hint = _with(hint, local_rank=int(m.group(4)))
+                text = text[m.end() :]
+            elif m := _LIGHTNING.match(text):
+                hint = _with(hint, rank=int(m.group(1)))
                 text = text[m.end() :]
             elif m := _BRACKET_TIME.match(text):
                 hint = _with(hint, time=_epoch(m.group(1), m.group(2)))

@@ -452,3 +452,16 @@ def test_an_error_label_before_another_programs_known_message_keeps_it(line: str
 def test_py_spys_own_error_stays_a_stack_dump_error() -> None:
     text = "Error: Failed to get process executable name. Check that the process is running.\n"
     assert [type(e).__name__ for e in read(text).events] == ["StackDumpError"]
+
+
+def test_lightnings_rank_prefix_names_the_rank_of_its_traceback() -> None:
+    result = read(
+        "[rank: 3] Seed set to 42\n"
+        "[rank: 3] Traceback (most recent call last):\n"
+        '[rank: 3]   File "/workspace/train.py", line 97, in training_step\n'
+        '[rank: 3]     logits = self.model(batch["input_ids"])\n'
+        "[rank: 3] RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    (traceback,) = [e for e in result.events if type(e).__name__ == "PythonTraceback"]
+    assert (traceback.origin.rank, traceback.ref.line) == (3, 2)
+    assert result.summary.unrecognized <= 1  # the seed notice, at most
