@@ -39,11 +39,11 @@ from logsleuth.parse.remote import RemoteError, common_root, is_url, list_url, o
 _SKIP_NAMES = frozenset({"diagnosis.json", "report.html", "truth.json", "teardown.log"})
 """Outputs of an earlier run inside a bundle directory, what a job printed after live ended
 it (live/session.py), and answer keys of test cases."""
-_SKIP_SUFFIXES = (".md", ".rst", ".teardown")
+_DOC_SUFFIXES = (".md", ".rst")
+"""Notes: read only when a directory holds nothing else (an excerpt saved as issue.md)."""
+_SKIP_SUFFIXES = (*_DOC_SUFFIXES, ".teardown")
 """Documentation beside the logs (a case's README) is not evidence, nor what NCCL wrote after
 live began to end the job (``nccl/NAME.teardown``, live/session.py)."""
-_DOC_SUFFIXES = (".md", ".rst")
-"""Of those, the ones read when a directory holds nothing else: an excerpt saved as notes."""
 _SKIP_DIRS = frozenset({".git", "__pycache__", ".venv", "node_modules"})
 _GZIP_MAGIC = b"\x1f\x8b"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
