@@ -48,12 +48,17 @@ class ProcessDied(Rule):
         absent = _absent(index, failed)
         if not failed or not absent or len(absent) >= len(failed):
             return None
-        texts = [
-            f"{e.exc_type or ''} {e.exc_message or ''}"
+        # One pass: the tracebacks and gloo errors that say a peer went away.
+        gone = [
+            e
             for e in index.torch
-            if isinstance(e, PythonTraceback)
-        ] + [getattr(e, "message", "") for e in index.torch if type(e).__name__ == "GlooError"]
-        if not any(_PEER_GONE.search(t) for t in texts):
+            if (
+                isinstance(e, PythonTraceback)
+                and _PEER_GONE.search(f"{e.exc_type or ''} {e.exc_message or ''}")
+            )
+            or (type(e).__name__ == "GlooError" and _PEER_GONE.search(getattr(e, "message", "")))
+        ]
+        if not gone:
             return None
         hosts: list[str] = []
         pids: list[int] = []
@@ -63,12 +68,7 @@ class ProcessDied(Rule):
                 hosts.append(proc.host)
             if proc is not None and proc.pid is not None:
                 pids.append(proc.pid)
-        peer_errors = [
-            e
-            for e in index.torch
-            if isinstance(e, PythonTraceback)
-            and _PEER_GONE.search(f"{e.exc_type or ''} {e.exc_message or ''}")
-        ]
+        peer_errors = [e for e in gone if isinstance(e, PythonTraceback)]
         return self.finding(
             severity="critical",
             title=f"rank(s) {format_ranks(absent)} left the job early; the other ranks then lost their peers",
