@@ -176,7 +176,8 @@ class LineTransformer(Transformer[Token, Any]):
         )
 
     def stdlib_prefix(self, head: Token) -> Prefix:
-        return Prefix(level=head[0])
+        bracket = head.find("[")
+        return Prefix(level=head[bracket + 1 if bracket > 0 else 0])
 
     # ---- entry rule `line`
 

@@ -280,3 +280,19 @@ def test_srun_labels_are_read_among_slurms_own_lines(tmp_path: Path) -> None:
     )
     verdict = _verdict(tmp_path, text)
     assert (verdict.kind, verdict.culprit_ranks) == ("process-died", (9,))
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "[2024-11-24 02:11:01,500] torch.distributed.elastic.multiprocessing.api: [ERROR] ",
+        "E1124 02:11:01.500000 4100 torch/distributed/elastic/multiprocessing/api.py:869] ",
+        "ERROR:torch.distributed.elastic.multiprocessing.api:",
+    ],
+)
+def test_the_agents_failed_line_alone_is_a_death(tmp_path: Path, prefix: str) -> None:
+    # torchrun's agent logs each failed worker before its summary; an excerpt may hold only
+    # that line, in the logging format of torch 2.1-2.3, 2.4+ or the stdlib default.
+    text = f"{prefix}failed (exitcode: -9) local_rank: 3 (pid: 4242) of binary: /usr/bin/python3\n"
+    assert _verdict(tmp_path, text).kind == "process-died"
+

@@ -495,6 +495,27 @@ def test_issue_quotes_by_era() -> None:
     assert got.sink.recognized == got.taken == set(range(1, 22))
 
 
+def test_torch_2_1_to_2_3s_logging_format_is_a_launcher_prefix() -> None:
+    # "[%(asctime)s] %(name)s: [%(levelname)s] %(message)s"; the time goes with the prefixes.
+    got = read_lines(
+        [
+            "[2024-03-18 17:38:50,208] torch.distributed.elastic.multiprocessing.api: [WARNING] "
+            "Sending process 31102 closing signal SIGTERM",
+            "[2024-03-18 17:38:50,374] torch.distributed.elastic.multiprocessing.api: [ERROR] "
+            "failed (exitcode: -11) local_rank: 3 (pid: 31104) of binary: /usr/bin/python3",
+        ]
+    )
+    closing, failed = got.of(LauncherEvent)
+    assert (closing.action, closing.pid, closing.signal) == ("closing-signal", 31102, "SIGTERM")
+    assert (failed.action, failed.local_rank, failed.pid, failed.signal) == (
+        "failed",
+        3,
+        31104,
+        "SIGSEGV",
+    )
+    assert got.sink.recognized == got.taken == {1, 2}
+
+
 def test_flight_recorder_trace_lines_attach_to_their_record() -> None:
     got = read_lines(
         [

@@ -42,6 +42,10 @@ class Known:
 
 def event_text(event: Event) -> str:
     """Return the message text of an error event, chained exception messages included."""
+    if isinstance(event, LauncherEvent) and event.action == "failed":
+        # The agent's "failed (exitcode: -9) local_rank: 3 (pid: 42) of binary: ..." says it
+        # all in its fields; the line as read keeps the words the knowledge base looks for.
+        return event.text
     text = message_text(event).strip()
     if isinstance(event, PythonTraceback) and not text and event.exc_type:
         # An exception raised without a message (``raise RendezvousTimeoutError``) says it
@@ -137,6 +141,9 @@ def _read_elsewhere(index: EvidenceIndex, known: Known, completed: set[Stream]) 
         return code == "LS203" and bool(REMOTE_CLOSED.search(known.text))
     if isinstance(event, LogMessage) and code in _READS_MESSAGES:
         return True
+    if isinstance(event, LauncherEvent) and code == "LS204":
+        # The agent's "failed (exitcode: ...)" line of a worker its failure summary lists.
+        return event.pid is not None and any(f.pid == event.pid for f in index.failures)
     if not isinstance(event, NcclWarn):
         return False
     family = {"LS301": "duplicate-gpu", "LS302": "shm", "LS303": "cuda", "LS202": "ib-completion"}
