@@ -33,6 +33,7 @@ from logsleuth.parse.clean import (
 )
 from logsleuth.parse.decode import decoded_chunks
 from logsleuth.parse.discover import InputSource
+from logsleuth.parse.envelope import Envelope, detect_envelope
 from logsleuth.parse.gdb import GdbReader
 from logsleuth.parse.messages import MessageReader
 from logsleuth.parse.nccl import NcclReader
@@ -74,6 +75,9 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
     chunks = decoded_chunks(source)
     first = next(chunks, "")
     sample = [clean(raw) for raw in first.split("\n", _SAMPLE_LINES)[:_SAMPLE_LINES]]
+    envelope = detect_envelope(sample)
+    if envelope is not None:
+        sample = [clean(piece) for line in sample for piece in _opened(envelope, line)[0]]
     indent = detect_indent(sample)
     if indent:
         sample = [line.removeprefix(indent) for line in sample]
@@ -84,7 +88,13 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
     # longest pieces share a length too, so it is told from a hard wrap first.
     word_wrap = detect_word_wrap(sample)
     wrap = detect_wrap(sample) if word_wrap is None else None
-    if not indent and numbering is None and wrap is None and first.startswith(_DUMP_HEADER):
+    if (
+        not indent
+        and numbering is None
+        and wrap is None
+        and envelope is None
+        and first.startswith(_DUMP_HEADER)
+    ):
         # A py-spy dump file: read whole by the stack reader when it holds nothing else.
         # The text comes in one piece, or two when its last line has no newline.
         more = list(itertools.islice(chunks, 2))
@@ -102,6 +112,8 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
     joined: dict[int, list[int]] = {}
     labels: dict[int, tuple[Origin, str]] = {}
     """Line number -> what its numbering prefix said and the prefix, where it was taken off."""
+    enveloped: dict[int, Origin] = {}
+    """Line number -> what its collector's envelope said of the writer."""
     held: list[tuple[int, str]] = []
     # Readers change their busy state only when fed, so it is asked after each slow line only.
     busy = False
@@ -150,6 +162,8 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
             text, hint = strip_prefixes(cleaned)
             hint = _merge_hints(hint, numbered[0])  # as in strip_prefixes: inner prefixes win
             cleaned = numbered[1] + cleaned  # evidence quotes the line as written
+        if enveloped:
+            hint = _merge_hints(hint, enveloped.get(number, NO_ORIGIN))
         if not text.strip():
             blank += 1
             return
@@ -272,14 +286,24 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
             return word_wrapped(before, text, word_wrap)
         return text[:1].isalnum() and not begins_line(text)
 
+    def physical(number: int, line: str) -> None:
+        if indent:
+            line = line.removeprefix(indent)
+        if numbering is not None:
+            # The label of each physical line goes before wrapped pieces are joined.
+            line, label = strip_numbering(line, numbering)
+            if label is not None:
+                labels[number] = label
+        take(number, line)
+
     defer = nccl.defer
     is_nccl = _NCCL_LINE.search
     # A run of COLL lines of the hot shape is taken in one regex match (NcclReader.take_run);
     # a prefix scheme would change the text, so numbered or wrapped files go line by line.
     plain = numbering is None and wrap is None and word_wrap is None and not indent
-    take_run = nccl.take_run if plain else None
+    take_run = nccl.take_run if plain and envelope is None else None
     # Runs of plain NCCL INFO lines skip the per-line dispatch (NcclReader.take_lines).
-    take_lines = nccl.take_lines if FAST_LANE and not indent else None
+    take_lines = nccl.take_lines if FAST_LANE and not indent and envelope is None else None
     chunk = first
     for chunk in itertools.chain((first,), chunks):
         pos, end = 0, len(chunk)
@@ -303,15 +327,16 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
                 stop = end
             total += 1
             line = clean(chunk[pos:stop])
-            if indent:
-                line = line.removeprefix(indent)
-            if numbering is not None:
-                # The label of each physical line goes before wrapped pieces are joined.
-                line, label = strip_numbering(line, numbering)
-                if label is not None:
-                    labels[total] = label
-            take(total, line)
             pos = stop + 1
+            if envelope is None:
+                physical(total, line)
+                continue
+            # The lines inside an envelope go on one by one under its line number.
+            pieces, origin = _opened(envelope, line)
+            if origin is not NO_ORIGIN:
+                enveloped[total] = origin
+            for piece in pieces:
+                physical(total, clean(piece))
     flush_held()
     for reader in (*readers, broken_summary):
         reader.close(sink)
@@ -458,6 +483,18 @@ _SECTION = re.compile(
 )
 """A header line of a pasted excerpt: ``Rank A:``, ``## rank 3``, ``**Worker 1 (node2):**``,
 ``=== rank 1 ===``, ``---- worker 3 ----``."""
+
+
+def _opened(envelope: Envelope, line: str) -> tuple[list[str], Origin]:
+    """The lines inside ``line`` (its blank ones dropped when it holds several) and what
+    its envelope says of their writer; ``line`` itself when it is not in the envelope."""
+    opened = envelope.open(line)
+    if opened is None:
+        return [line], NO_ORIGIN
+    pieces, origin = opened
+    if len(pieces) > 1:
+        pieces = [piece for piece in pieces if piece.strip()] or [""]
+    return pieces, origin
 
 
 def _section_origin(header: re.Match[str]) -> Origin:

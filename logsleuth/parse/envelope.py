@@ -1,0 +1,201 @@
+"""Open the envelopes log collectors put lines in: JSON objects, JSON exports and CSV exports.
+
+Docker's ``json-file`` driver writes ``{"log": "...\\n", "stream": "stderr", "time": "..."}``;
+fluent-bit, Vector, ``journalctl -o json``, Loki and Elasticsearch exports write one JSON
+object per line with the line in ``log``, ``message``, ``MESSAGE``, ``_raw`` ...;
+``gcloud logging read --format json`` pretty-prints an array of entries with the line in
+``"textPayload": "..."``; Datadog, Splunk and Kibana export CSV with a header row that names a
+message column. A line inside such an envelope is quoted (``\\"``, ``""``) and followed by
+the collector's fields, which breaks every reader; the envelope is taken off before anything
+else (prefixes, wraps), and what it says of the writer (time, host, pid, rank) is kept as an
+:class:`~logsleuth.model.base.Origin` hint.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from logsleuth.model.base import NO_ORIGIN, Origin
+
+MESSAGE_KEYS = ("log", "message", "msg", "textpayload", "_raw", "line", "body", "text", "content")
+"""Names of the field that holds the line, in order of preference (compared casefolded)."""
+_NESTED_KEYS = ("jsonpayload", "_source", "fields", "result", "payload", "event")
+"""Objects a collector nests the record in (GCP ``jsonPayload``, Elasticsearch ``_source``,
+Splunk's ``result``)."""
+_TIME_KEYS = ("time", "timestamp", "@timestamp", "ts", "date", "datetime", "__realtime_timestamp")
+_HOST_KEYS = ("host", "hostname", "_hostname", "host.name", "node", "nodename", "node_name")
+_PID_KEYS = ("_pid", "pid")
+_FIELD_LINE = re.compile(r'\s*"([\w@.$-]{1,40})"\s*:\s*("(?:[^"\\]|\\.)*")\s*,?\s*$')
+"""One field of a pretty-printed JSON object: ``  "textPayload": "...",``."""
+_SHARE = 0.6
+"""The share of a sample's non-blank lines that must be in the envelope."""
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """How the lines of one input are wrapped.
+
+    Attributes:
+        form: ``json-lines`` (one object per line), ``json-fields`` (a pretty-printed
+            export: only the message fields' lines hold log lines) or ``csv``.
+        columns: The CSV header's names, casefolded (``csv`` only).
+        delimiter: The CSV delimiter (``csv`` only).
+    """
+
+    form: str
+    columns: tuple[str, ...] = ()
+    delimiter: str = ","
+
+    def open(self, line: str) -> tuple[list[str], Origin] | None:
+        """Return the log lines inside ``line`` and what the envelope says of their writer.
+
+        None when ``line`` is not an envelope (the CSV header, a JSON export's structure,
+        a line a collector left bare): it is read as it stands.
+        """
+        if self.form == "json-lines":
+            record = _json_object(line)
+            if record is None:
+                return None
+            text = _message(record)
+            return None if text is None else (_pieces(text), _origin(record))
+        if self.form == "json-fields":
+            field = _FIELD_LINE.match(line)
+            if field is None or field.group(1).casefold() not in MESSAGE_KEYS:
+                return None
+            return _pieces(json.loads(field.group(2))), NO_ORIGIN
+        row = _csv_row(line, self.delimiter)
+        if row is None or len(row) != len(self.columns) or tuple(row) == self.columns:
+            return None
+        record = dict(zip(self.columns, row, strict=True))
+        text = _message(record)
+        return None if text is None else (_pieces(text), _origin(record))
+
+
+def detect_envelope(sample: Sequence[str]) -> Envelope | None:
+    """Return the envelope most of ``sample`` (an input's first cleaned lines) is in, or None."""
+    lines = [line for line in sample if line.strip()]
+    if len(lines) < 1:
+        return None
+    first = lines[0].lstrip()[:1]
+    if sum(1 for line in lines if line.lstrip()[:1] == "{") >= _SHARE * len(lines):
+        records = [_json_object(line) for line in lines]
+        found = sum(1 for r in records if r is not None and _message(r) is not None)
+        if found >= _SHARE * len(lines):
+            return Envelope("json-lines")
+    if first in "[{":
+        # A pretty-printed export: its structure is most of its lines; one message field
+        # among them is enough, as the excerpt may hold a single entry.
+        if any(
+            (m := _FIELD_LINE.match(line)) and m.group(1).casefold() in MESSAGE_KEYS
+            for line in lines
+        ):
+            return Envelope("json-fields")
+        return None
+    for delimiter in (",", "\t"):
+        header = _csv_row(lines[0], delimiter)
+        if header is None or len(header) < 2:
+            continue
+        columns = tuple(name.strip().casefold() for name in header)
+        if not any(name in MESSAGE_KEYS for name in columns) or not all(
+            name and len(name) <= 40 and not name[:1].isdigit() for name in columns
+        ):
+            continue
+        rows = [_csv_row(line, delimiter) for line in lines[1:]]
+        fitting = sum(1 for row in rows if row is not None and len(row) == len(columns))
+        if rows and fitting >= _SHARE * len(rows):
+            return Envelope("csv", columns, delimiter)
+    return None
+
+
+def _json_object(line: str) -> dict[str, Any] | None:
+    text = line.strip()
+    if not (text.startswith("{") and text.endswith("}")):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _csv_row(line: str, delimiter: str) -> list[str] | None:
+    if delimiter not in line:
+        return None
+    try:
+        return next(csv.reader([line], delimiter=delimiter, strict=True), None)
+    except csv.Error:
+        return None  # a field that goes on past this line: not a row of its own
+
+
+def _field(record: dict[str, Any], names: Sequence[str]) -> Any:
+    """The value of the first of ``names`` that ``record`` has (keys compared casefolded)."""
+    folded = {key.casefold(): value for key, value in record.items() if isinstance(key, str)}
+    for name in names:
+        if name in folded:
+            return folded[name]
+    return None
+
+
+def _message(record: dict[str, Any]) -> str | None:
+    """The log line a record holds, looking one level into the objects collectors nest."""
+    text = _field(record, MESSAGE_KEYS)
+    if isinstance(text, str):
+        return text
+    for key in _NESTED_KEYS:
+        inner = _field(record, (key,))
+        if isinstance(inner, dict):
+            text = _field(inner, MESSAGE_KEYS)
+            if isinstance(text, str):
+                return text
+    return None
+
+
+def _pieces(text: str) -> list[str]:
+    """The lines of a message: a record may hold several (a traceback a collector joined)."""
+    return text.rstrip("\r\n").replace("\r\n", "\n").split("\n")
+
+
+def _origin(record: dict[str, Any]) -> Origin:
+    """What a record's own fields say of the writer: time, host, pid, rank."""
+    fields: dict[str, Any] = {}
+    time = _seconds(_field(record, _TIME_KEYS))
+    if time is not None:
+        fields["time"] = time
+    host = _field(record, _HOST_KEYS)
+    if host is None and isinstance(kube := _field(record, ("kubernetes",)), dict):
+        host = _field(kube, ("host",))
+    if isinstance(host, str) and host.strip() and " " not in host.strip():
+        fields["host"] = host.strip()
+    for key, names in (("pid", _PID_KEYS), ("rank", ("rank",))):
+        value = _field(record, names)
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 31:
+            fields[key] = value
+        elif isinstance(value, str) and value.isdigit() and len(value) < 10:
+            fields[key] = int(value)
+    return Origin(**fields) if fields else NO_ORIGIN
+
+
+def _seconds(value: Any) -> float | None:
+    """POSIX seconds of a record's time: ISO text, or a number of s, ms or us since 1970."""
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        for scale in (1, 1e3, 1e6, 1e9):
+            if value / scale < 1e10:
+                return float(value / scale)
+        return None
+    if not isinstance(value, str):
+        return None
+    try:
+        stamp = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=timezone.utc)
+    return stamp.timestamp()
