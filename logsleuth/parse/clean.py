@@ -2,9 +2,10 @@
 
 Implements section 4.2 and 4.6 of the NCCL log spec: CR, NUL and ANSI escapes go;
 ``[rank3]:`` / ``[default3]:`` (torchrun), ``[1,3]<stdout>:`` (Open MPI), ``3: `` (srun
-``--label``), ``(RayWorkerWrapper pid=1019) `` (Ray), ISO ``...Z `` (docker/kubectl) and
+``--label``), ``(RayWorkerWrapper pid=1019) `` (Ray), ``(worker1, rank=1, pid=2311) ``
+(SkyPilot), ISO ``...Z `` (docker/kubectl) and
 ``[YYYY-MM-DD HH:MM:SS] `` (CI, NCCL 2.26+), ``aws logs tail`` stream names after the ISO
-time (CloudWatch), ``[pod/<pod>/<container>] `` (``kubectl logs --prefix``) and issue-paste
+time (CloudWatch), Loki's ``{pod="x"} `` labels after it, ``[pod/<pod>/<container>] `` (``kubectl logs --prefix``) and issue-paste
 artefacts (``> `` quote markers, markdown fences) are stripped and what they say is kept as
 an :class:`~logsleuth.model.base.Origin` hint. Line-number prefixes from log viewers
 (``451 ``, ``[80746] ``), srun labels and pdsh host labels (``gpu-a01: ``) are ambiguous on
@@ -33,12 +34,17 @@ _LIGHTNING = re.compile(r"\[rank: (\d+)\] ")
 """Lightning's rank-prefixed messages (``[rank: 3] Seed set to 42``)."""
 _MPI = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr|stddiag)>:\s?")
 _RAY = re.compile(r"\((?:[\w.]+ )?pid=(\d+)(?:, ip=[\d.]+)?\)\s")
+_SKYPILOT = re.compile(r"\([\w.\-]+, rank=\d+, pid=\d+(?:, ip=[\d.]+)?\)\s")
+"""SkyPilot's ``(worker1, rank=1, pid=2311, ip=10.0.0.5) ``: the node's rank and the pid of
+its task's shell, not of the process that wrote the line (which is not kept)."""
 _ISO = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(?:Z|[+-]\d\d:?\d\d)\s")
 _BRACKET_TIME = re.compile(r"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[.,](\d+))?\]\s")
 # "aws logs tail" writes "<ISO time> <log stream> <message>"; stream names hold a '/'.
 _CLOUDWATCH_STREAM = re.compile(r"[\w.\-]+(?:/[\w.\-\[\]$]+)+\s")
 # Kubernetes CRI log files: "<ISO time> stdout|stderr F|P <message>".
 _CRI_STREAM = re.compile(r"(?:stdout|stderr) [FP] ")
+# Grafana/Loki's "Download logs": "<ISO time> {container="x", pod="y"} <message>".
+_LOKI_LABELS = re.compile(r'\{[\w.]+="[^"]*"(?:, ?[\w.]+="[^"]*")*\}\s')
 _KUBECTL = re.compile(r"\[pod/([^\s/\]]+)/[^\s\]]+\]\s")
 _QUOTE = re.compile(r"(?:> ?)+")
 # A pasted markdown fence: the whole line (```text) is an artefact, a glued one (```host:..) not.
@@ -444,11 +450,17 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
             if m := _RAY.match(text):
                 hint = _with(hint, pid=int(m.group(1)))
                 text = text[m.end() :]
+            elif m := _SKYPILOT.match(text):
+                text = text[m.end() :]
         elif text[:1].isdigit():
             if m := _ISO.match(text):
                 hint = _with(hint, time=_epoch(m.group(1)))
                 text = text[m.end() :]
-                if m := _CLOUDWATCH_STREAM.match(text) or _CRI_STREAM.match(text):
+                if m := (
+                    _CLOUDWATCH_STREAM.match(text)
+                    or _CRI_STREAM.match(text)
+                    or _LOKI_LABELS.match(text)
+                ):
                     text = text[m.end() :]
         elif text[:3] in _MONTHS and (m := _SYSLOG_LINE.match(text)):
             hint = _with(hint, **_label_fields("syslog", m))

@@ -296,3 +296,56 @@ def test_the_agents_failed_line_alone_is_a_death(tmp_path: Path, prefix: str) ->
     text = f"{prefix}failed (exitcode: -9) local_rank: 3 (pid: 4242) of binary: /usr/bin/python3\n"
     assert _verdict(tmp_path, text).kind == "process-died"
 
+
+def test_a_rank_whose_faulthandler_caught_a_segfault_is_the_culprit(tmp_path: Path) -> None:
+    text = (
+        "[rank48]:[E1124 02:11:09.118000412 ProcessGroupGloo.cpp:144] Gloo connectFullMesh "
+        "failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed "
+        "by peer [10.42.3.7]:22811\n"
+        "[rank27]: Fatal Python error: Segmentation fault\n"
+        "[rank27]: Thread 0x00007f3a2effd640 (most recent call first):\n"
+        '[rank27]:   File "/app/data.py", line 88 in collate\n'
+    )
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_ranks) == ("process-died", (27,))
+
+
+def test_an_aborted_rank_is_not_named_by_its_faulthandler_alone(tmp_path: Path) -> None:
+    # SIGABRT is how the NCCL watchdog takes a rank down after a timeout: no crash of its own.
+    text = (
+        "[rank5]: Fatal Python error: Aborted\n"
+        "[rank5]: Thread 0x00007f3a2effd640 (most recent call first):\n"
+        '[rank5]:   File "/app/train.py", line 88 in step\n'
+    )
+    assert 5 not in _verdict(tmp_path, text).culprit_ranks
+
+
+def test_a_host_that_initialized_the_socket_network_fell_back_from_ib(tmp_path: Path) -> None:
+    # SkyPilot's prefix names the node's rank and its task's shell, not the writer.
+    text = (
+        "(head, rank=0, pid=2211) gpu-h:2290:2301 [7] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB "
+        "[1]mlx5_1:1/IB ; OOB eth0:10.0.0.4<0>\n"
+        "(worker1, rank=1, pid=2311, ip=10.0.0.5) gpu-w1:2390:2401 [7] NCCL INFO NET/IB : No "
+        "device found.\n"
+        "(worker1, rank=1, pid=2311, ip=10.0.0.5) gpu-w1:2390:2401 [7] NCCL INFO NET/Socket : "
+        "Using [0]eth0:10.0.0.5<0>\n"
+    )
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_hosts, verdict.culprit_pids) == (
+        "transport-degraded",
+        ("gpu-w1",),
+        (2390,),
+    )
+
+
+def test_a_rank_tag_behind_a_collectors_labels_names_the_rank(tmp_path: Path) -> None:
+    # Grafana/Loki's download: "<time> {labels} <line>".
+    lines = [
+        f'2024-11-24T02:11:09.1{rank}Z {{container="pytorch", pod="train-worker-{rank // 2}"}} '
+        f"[rank{rank}]:[E1124 02:11:09.118000412 ProcessGroupNCCL.cpp:1576] [PG ID 0 PG GUID "
+        f"0(default_pg) Rank {rank}] Exception (either an error or timeout) detected by watchdog "
+        f"at work: {work}, last enqueued NCCL work: {work}, last completed NCCL work: {work - 1}.\n"
+        for rank, work in ((0, 220), (1, 220), (3, 220), (2, 219))
+    ]
+    verdict = _verdict(tmp_path, "".join(lines))
+    assert (verdict.kind, verdict.culprit_ranks) == ("missing-collective", (2,))

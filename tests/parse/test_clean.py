@@ -66,6 +66,24 @@ def test_ray_prefix_and_repeat_suffix() -> None:
     assert hint.pid == 1019
 
 
+def test_skypilot_prefix_is_stripped_without_its_shells_pid() -> None:
+    # SkyPilot's rank is the node's and its pid the task shell's: neither is the writer's.
+    text, hint = strip_prefixes(
+        "(worker1, rank=1, pid=2311, ip=10.0.0.5) gpu-w1:2390:2401 [7] NCCL INFO NET/IB : No "
+        "device found."
+    )
+    assert text == "gpu-w1:2390:2401 [7] NCCL INFO NET/IB : No device found."
+    assert (hint.pid, hint.rank) == (None, None)
+
+
+def test_lokis_labels_after_the_time_are_stripped() -> None:
+    text, hint = strip_prefixes(
+        '2024-11-24T02:11:09.118Z {container="pytorch", pod="train-worker-0"} [rank1]: boom'
+    )
+    assert (text, hint.rank) == ("boom", 1)
+    assert hint.time is not None
+
+
 def test_viewer_line_numbers_only_when_the_file_is_numbered() -> None:
     numbered = [
         "-" * 20,

@@ -94,6 +94,8 @@ def known_messages(index: EvidenceIndex) -> list[Known]:
     # c10 warnings the launcher grammar reads as notices ("[W socket.cpp:663] [c10d] The client
     # socket has failed to connect ...") say what failed too.
     events += index.all_of(LauncherEvent)
+    # faulthandler's reason for a dump ("Fatal Python error: Segmentation fault").
+    events += [d for d in index.dumps if d.reason]
     found: list[Known] = []
     for event in events:
         text = event_text(event)

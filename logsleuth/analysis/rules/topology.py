@@ -109,6 +109,14 @@ class SocketFallback(Rule):
             if proc.network and proc.host:
                 kind = "Socket" if proc.network.lower().startswith("socket") else "IB"
                 nets[kind].add(proc.host)
+        # So do the device lines: NCCL initializes the Socket network (and logs its
+        # "NET/Socket : Using [0]eth0:..." line) only where no IB device or plugin was usable.
+        for iface in index.interfaces:
+            if iface.role == "socket" and iface.origin.host:
+                nets["Socket"].add(iface.origin.host)
+        for found in index.net_devices:
+            if found.transport == "IB" and found.devices and found.origin.host:
+                nets["IB"].add(found.origin.host)
         # The connection lines say it too, where "Using network" was not logged.
         conns = _by_host(_net_conns(index))
         for host, mine in conns.items():
@@ -121,6 +129,8 @@ class SocketFallback(Rule):
         if not slow or not nets.get("IB"):
             return
         events: list[Event] = [e for e in index.all_of(NcclNetwork) if e.origin.host in slow]
+        events += [e for e in index.net_devices if e.origin.host in slow]
+        events += [e for e in index.interfaces if e.origin.host in slow and e.role == "socket"]
         events += [c.event for h in slow for c in conns.get(h, [])[:2]]
         procs = [p for p in index.procs.values() if p.host in slow]
         yield self.finding(
