@@ -33,12 +33,38 @@ _TORCHRUN = re.compile(r"\[(?:(rank)(\d+)\]: ?|([A-Za-z_]+?)(\d+)\]:)")
 _LIGHTNING = re.compile(r"\[rank: (\d+)\] ")
 """Lightning's rank-prefixed messages (``[rank: 3] Seed set to 42``)."""
 _MPI = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr|stddiag)>:\s?")
-_RAY = re.compile(r"\((?:[\w.]+ )?pid=(\d+)(?:, ip=[\d.]+)?\)\s")
+_RAY = re.compile(
+    r"\((?:(?P<name>[\w.]+)(?: rank=(?P<rank>\d+)| TP(?P<tp>\d+)\S*)? )?pid=(?P<pid>\d+)"
+    r"(?:, ip=[\d.]+)?\)\s"
+)
+"""A worker process's tag: Ray's ``(RayWorkerWrapper pid=1019, ip=...)``, vLLM's
+``(VllmWorker rank=1 pid=2302)``, ``(VllmWorker TP1 pid=..)``, ``(Worker_TP1 pid=..)``."""
+_TP_NAME = re.compile(r"^(?!.*(?:^|_)(?:PP|DP)\d)\w*?(?:^|_)TP(\d+)(?:_EP\d+)?$")
+"""A worker named for its tensor-parallel rank alone (``Worker_TP1``): that is its rank (not
+with pipeline stages or data-parallel replicas, ``Worker_PP1_TP2``, where TP ranks repeat)."""
+_VLLM = re.compile(
+    r"(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) (\d\d)-(\d\d) (\d\d:\d\d:\d\d)(?:\.\d+)? "
+    r"(?:\[?[\w.\-]+\.py:\d+\] )?"
+)
+"""vLLM's logger: ``ERROR 11-24 02:11:09 [core.py:396] `` (``llm_engine.py:161] `` before
+0.8); its time has no year."""
+_LEVEL_WORDS = ("INFO ", "WARNING ", "ERROR ", "DEBUG ", "CRITICAL ")
+FRAMEWORK_PREFIX = re.compile(
+    _VLLM.pattern + r"|\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?: (?:TP|DP|PP|EP)\d+)+\]\s"
+)
+"""A serving framework's logger prefix (vLLM's, sglang's with its ranks): a line behind one
+is that framework's output even when its message is not one the catalogs know."""
 _SKYPILOT = re.compile(r"\([\w.\-]+, rank=\d+, pid=\d+(?:, ip=[\d.]+)?\)\s")
 """SkyPilot's ``(worker1, rank=1, pid=2311, ip=10.0.0.5) ``: the node's rank and the pid of
 its task's shell, not of the process that wrote the line (which is not kept)."""
 _ISO = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(?:Z|[+-]\d\d:?\d\d)\s")
-_BRACKET_TIME = re.compile(r"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[.,](\d+))?\]\s")
+_BRACKET_TIME = re.compile(
+    r"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[.,](\d+))?((?: (?:TP|DP|PP|EP)\d+)*)\]\s"
+)
+"""``[2024-05-01 12:00:00] `` (CI, NCCL 2.26+), or sglang's ``[2025-02-24 14:09:34 TP5] ``
+with the process's parallel ranks."""
+_TP_ONLY = re.compile(r" TP(\d+)(?: EP\d+)?")
+"""sglang's ranks when tensor parallelism is the only split: the TP rank is the rank."""
 # "aws logs tail" writes "<ISO time> <log stream> <message>"; stream names hold a '/'.
 _CLOUDWATCH_STREAM = re.compile(r"[\w.\-]+(?:/[\w.\-\[\]$]+)+\s")
 # Kubernetes CRI log files: "<ISO time> stdout|stderr F|P <message>".
@@ -178,10 +204,24 @@ def detect_wrap(sample: Sequence[str]) -> int | None:
         and _start_shape(sample[i + 1]) != _start_shape(sample[i])
         and not begins_line(sample[i + 1])
         and not _FRAME_ONLY.match(sample[i + 1])  # a stack's next frame, from another file
+        and not _same_columns(sample[i], sample[i + 1])  # the next row of a table (sacct)
     )
     # A line of exactly twice the width ends in a full piece too, before a line of its own:
     # half the cuts continuing is enough.
     return width if fresh >= 2 and fresh * 2 >= len(cut) else None
+
+
+_RULE_CHARS = "-=+|~_ "
+"""What a table's rule line is made of."""
+_COLUMN = re.compile(r"(?<=\S)  +(?=\S)")
+"""The gap before a column of a fixed-width table (two blanks or more)."""
+
+
+def _same_columns(line: str, after: str) -> bool:
+    """Say whether two lines are rows of one fixed-width table: their columns begin at the
+    same offsets (two or more of them), which a piece cut at a width does not do."""
+    starts = {m.end() for m in _COLUMN.finditer(line)}
+    return len(starts) >= 2 and len(starts & {m.end() for m in _COLUMN.finditer(after)}) >= 2
 
 
 def _soft_break(sample: Sequence[str], i: int) -> bool:
@@ -220,6 +260,8 @@ def word_wrapped(line: str, after: str, width: int) -> bool:
         and not begins_line(after)
         and _start_shape(after) != _start_shape(line)
         and not _FRAME_ONLY.match(after)
+        and bool(after.strip(_RULE_CHARS))  # a table's rule under its header
+        and not _same_columns(line, after)
     )
 
 
@@ -380,6 +422,7 @@ def _label_fields(numbering: str | None, found: re.Match[str]) -> dict[str, Any]
 
 
 _MONTHS = {name: number for number, name in enumerate(calendar.month_abbr) if name}
+_MONTH_NAMES = ("", *calendar.month_abbr[1:])
 
 
 def _syslog_seconds(month: str, day: str, clock: str) -> float | None:
@@ -417,6 +460,7 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
         and line[:1] not in PREFIX_FIRST
         and line[:3] not in _MONTHS
         and "[repeated" not in line
+        and not line.startswith(_LEVEL_WORDS)
     ):
         return line, NO_ORIGIN  # the common case: nothing to strip
     hint = NO_ORIGIN
@@ -443,12 +487,19 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
                 text = text[m.end() :]
             elif m := _BRACKET_TIME.match(text):
                 hint = _with(hint, time=_epoch(m.group(1), m.group(2)))
+                if m.group(3) and (tp := _TP_ONLY.fullmatch(m.group(3))):
+                    hint = _with(hint, rank=int(tp.group(1)))
                 text = text[m.end() :]
             elif m := _KUBECTL.match(text):
                 text = text[m.end() :]
         elif text.startswith("("):
             if m := _RAY.match(text):
-                hint = _with(hint, pid=int(m.group(1)))
+                hint = _with(hint, pid=int(m.group("pid")))
+                rank = m.group("rank") or m.group("tp")
+                if rank is None and (tp := _TP_NAME.search(m.group("name") or "")):
+                    rank = tp.group(1)
+                if rank is not None:
+                    hint = _with(hint, rank=int(rank))
                 text = text[m.end() :]
             elif m := _SKYPILOT.match(text):
                 text = text[m.end() :]
@@ -462,6 +513,10 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
                     or _LOKI_LABELS.match(text)
                 ):
                     text = text[m.end() :]
+        elif text.startswith(_LEVEL_WORDS) and (m := _VLLM.match(text)):
+            month, day, clock = m.groups()
+            hint = _with(hint, time=_syslog_seconds(_MONTH_NAMES[int(month)], day, clock))
+            text = text[m.end() :]
         elif text[:3] in _MONTHS and (m := _SYSLOG_LINE.match(text)):
             hint = _with(hint, **_label_fields("syslog", m))
             text = text[m.end() :]

@@ -18,6 +18,7 @@ from logsleuth.model.messages import SectionHeader
 from logsleuth.parse.base import InputResult, Line, Reader, Sink
 from logsleuth.parse.catalog import load_catalog
 from logsleuth.parse.clean import (
+    FRAMEWORK_PREFIX,
     PREFIX_FIRST,
     TYPOGRAPHY,
     begins_line,
@@ -229,6 +230,14 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
                 taker = messages.name
             if taker is None:
                 taker = behind_labels(line)
+            # A serving framework's logger prefix says whose output the line is even when
+            # the message behind it is one the catalogs do not know.
+            if (
+                taker is None
+                and (framework := FRAMEWORK_PREFIX.search(cleaned)) is not None
+                and messages.feed(replace(line, text=cleaned[framework.start() :]), sink)
+            ):
+                taker = messages.name
             if taker is not None:
                 taken_by[taker] += 1
                 return

@@ -157,6 +157,11 @@ class TorchReader(Reader):
             self._close_record()
         key = line.hint.rank
         block = self._tracebacks.get(key)
+        if block is None and key is None and len(self._tracebacks) == 1:
+            # A logger prefixes only the first line of a multi-line record (sglang's
+            # "[time TP5] Scheduler hit an exception: Traceback ..."): a bare line goes on
+            # with the one traceback that is open.
+            key, block = next(iter(self._tracebacks.items()))
         if block is not None:
             if self._continue_traceback(block, line):
                 return True

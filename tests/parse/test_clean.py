@@ -76,6 +76,45 @@ def test_skypilot_prefix_is_stripped_without_its_shells_pid() -> None:
     assert (hint.pid, hint.rank) == (None, None)
 
 
+@pytest.mark.parametrize(
+    ("line", "rank", "pid"),
+    [
+        (
+            "(VllmWorker rank=1 pid=2302) ERROR 11-24 02:11:09 [multiproc_executor.py:470] boom",
+            1,
+            2302,
+        ),
+        ("(VllmWorker TP3 pid=2304) INFO 11-24 02:11:09 [gpu_worker.py:88] boom", 3, 2304),
+        ("(Worker_TP2 pid=2303) WARNING 11-24 02:11:09 [utils.py:12] boom", 2, 2303),
+        ("(Worker_PP1_TP2 pid=2303) WARNING 11-24 02:11:09 [utils.py:12] boom", None, 2303),
+        ("INFO 05-14 10:00:00 llm_engine.py:161] boom", None, None),  # vLLM before 0.8
+    ],
+)
+def test_vllms_worker_tag_and_logger_prefix_are_stripped(
+    line: str, rank: int | None, pid: int | None
+) -> None:
+    text, hint = strip_prefixes(line)
+    assert (text, hint.rank, hint.pid) == ("boom", rank, pid)
+    assert hint.time is not None
+
+
+@pytest.mark.parametrize(
+    ("prefix", "rank"),
+    [
+        ("[2025-02-24 14:09:34 TP5] ", 5),
+        ("[2025-02-24 14:09:34 TP5 EP5] ", 5),
+        ("[2025-02-24 14:09:34 PP1 TP5] ", None),
+    ],
+)
+def test_sglangs_prefix_names_the_rank_when_tensor_parallel_alone(
+    prefix: str, rank: int | None
+) -> None:
+    # With pipeline stages a TP rank repeats on every stage: it is no rank of the job.
+    text, hint = strip_prefixes(prefix + "Scheduler hit an exception:")
+    assert (text, hint.rank) == ("Scheduler hit an exception:", rank)
+    assert hint.time is not None
+
+
 def test_lokis_labels_after_the_time_are_stripped() -> None:
     text, hint = strip_prefixes(
         '2024-11-24T02:11:09.118Z {container="pytorch", pod="train-worker-0"} [rank1]: boom'

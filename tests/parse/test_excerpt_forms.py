@@ -251,6 +251,22 @@ def test_log_lines_of_one_shape_near_one_length_are_no_word_wrap() -> None:
     assert read("\n".join(lines) + "\n").summary.lines == 9
 
 
+SACCT = [
+    "JobID           JobName  Partition    Account  AllocCPUS      State ExitCode NodeList",
+    "------------ ---------- ---------- ---------- ---------- ---------- -------- ---------------",
+    "88123             train        gpu     mlteam        256 OUT_OF_ME+    0:125 gpu-[10-13]",
+    "88123.batch       batch                mlteam         64 OUT_OF_ME+    0:125 gpu-10",
+    "88123.0          python                mlteam        256 OUT_OF_ME+    0:125 gpu-[10-13]",
+]
+
+
+def test_a_fixed_width_table_is_no_wrap() -> None:
+    # sacct, squeue, nvidia-smi: rows of one width whose columns line up, under a rule.
+    assert detect_wrap(SACCT) is None
+    assert detect_word_wrap(SACCT) is None
+    assert [e.ref.line for e in read("\n".join(SACCT) + "\n").events] == [3, 4, 5]
+
+
 NVLS = (
     "c2ce1c877ea3:1023:1032 [0] NCCL INFO NVLS Bind mem 0xac0000000 UC handle 0x7f3310ccb240 "
     "MC handle 0x7f3310ccaa20 size 1073741824"
