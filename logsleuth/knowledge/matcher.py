@@ -32,7 +32,8 @@ class Hit:
     fields: tuple[tuple[str, str], ...] = ()
 
     def field(self, name: str) -> str | None:
-        """Return the captured group ``name`` (``peer``, ``rank``, ``ranks``, ``host``) or None."""
+        """Return the captured group ``name`` (``peer``, ``rank``, ``ranks``, ``host``, ``pid``)
+        or None."""
         return next((value for key, value in self.fields if key == name), None)
 
 

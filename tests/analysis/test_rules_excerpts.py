@@ -349,3 +349,65 @@ def test_a_rank_tag_behind_a_collectors_labels_names_the_rank(tmp_path: Path) ->
     ]
     verdict = _verdict(tmp_path, "".join(lines))
     assert (verdict.kind, verdict.culprit_ranks) == ("missing-collective", (2,))
+
+
+def test_sglangs_traceback_under_its_first_line_prefix_names_the_tp_rank(tmp_path: Path) -> None:
+    # sglang prefixes only the first line of a multi-line record.
+    text = (
+        "[2025-02-24 14:09:30 TP0] Load weight end. type=DeepseekV3ForCausalLM\n"
+        "[2025-02-24 14:09:34 TP5] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1787, in run\n'
+        "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)\n"
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_ranks) == ("cuda-error", (5,))
+
+
+def test_a_vllm_workers_out_of_memory_names_it_and_says_what_to_lower(tmp_path: Path) -> None:
+    prefix = "(VllmWorker rank=1 pid=2302) ERROR 11-24 02:11:09 [multiproc_executor.py:470] "
+    text = "".join(
+        prefix + line + "\n"
+        for line in (
+            "Traceback (most recent call last):",
+            '  File "/vllm/v1/worker/gpu_model_runner.py", line 1511, in _dummy_sampler_run',
+            "    sampler_output = self.sampler(logits=logits)",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. GPU 1 has a "
+            "total capacity of 79.19 GiB of which 1.02 GiB is free.",
+        )
+    )
+    verdict, lead = _lead(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_ranks, verdict.culprit_pids) == (
+        "process-died",
+        (1,),
+        (2302,),
+    )
+    assert any("expandable_segments" in step for step in lead.next_steps)
+
+
+def test_a_broken_pipe_to_the_store_names_the_stores_host(tmp_path: Path) -> None:
+    text = (
+        "[rank13]:[W1124 02:11:09.118344412 socket.cpp:464] [c10d] sendBytes failed on "
+        "SocketImpl(fd=41, addr=[gpu-node-1]:51812, remote=[gpu-node-0]:29500): Broken pipe\n"
+        "[rank13]: torch.distributed.DistStoreError: Failed to recv, got 0 bytes. Connection "
+        "was likely closed. Did the remote server shutdown or crash?\n"
+    )
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_hosts) == ("process-died", ("gpu-node-0",))
+
+
+def test_the_oom_killers_victim_is_named_by_pid(tmp_path: Path) -> None:
+    text = (
+        "[Sun Nov 24 02:11:08 2024] Out of memory: Killed process 5512 (python3) "
+        "total-vm:182334220kB, anon-rss:160112340kB, file-rss:0kB, shmem-rss:0kB\n"
+    )
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_pids) == ("resource-exhausted", (5512,))
+
+
+def test_sacct_saying_out_of_memory_is_the_cause(tmp_path: Path) -> None:
+    text = (
+        "JobID           JobName  Partition    Account  AllocCPUS      State ExitCode NodeList\n"
+        "88123.0          python                mlteam        256 OUT_OF_ME+    0:125 gpu-[10-13]\n"
+    )
+    assert _verdict(tmp_path, text).kind == "resource-exhausted"

@@ -143,6 +143,8 @@ def _read_elsewhere(index: EvidenceIndex, known: Known, completed: set[Stream]) 
         return code == "LS203" and bool(REMOTE_CLOSED.search(known.text))
     if isinstance(event, LogMessage) and code in _READS_MESSAGES:
         return True
+    if isinstance(event, PythonTraceback) and code == "LS204":
+        return True  # LS204 names the rank that raised it
     if isinstance(event, LauncherEvent) and code == "LS204":
         # The agent's "failed (exitcode: ...)" line of a worker its failure summary lists.
         return event.pid is not None and any(f.pid == event.pid for f in index.failures)
@@ -345,6 +347,10 @@ def _blame(index: EvidenceIndex, known: Known) -> tuple[list[int], list[str], li
         return ranks, hosts, pids, ""
     if side == "host":
         _ranks, hosts, pids = _writer(index, known.event)
+        named = known.hit.field("pid")
+        if named and named.isdigit():
+            # The process the line names (the OOM killer's victim), not its writer.
+            pids = [int(named)]
         return [], hosts, pids, ""
     if side == "none":
         return [], [], [], ""

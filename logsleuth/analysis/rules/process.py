@@ -172,6 +172,7 @@ class ProcessDied(Rule):
             pids=[pid] if pid is not None else [],
             confidence=0.5,
             next_steps=(
+                *_advice(first),
                 "Find which rank printed this traceback (run with torchrun --tee 3 or "
                 "--log-dir, so that each line carries its rank) and fix the exception.",
                 "Read the lines before it in the same output for the first error.",
@@ -213,7 +214,7 @@ class ProcessDied(Rule):
                 + (f" at {where[2]} ({where[0]}:{where[1]})" if where else ""),
                 detail=(
                     f"rank {rank} died with {first.exc_type}: {first.exc_message or ''}".rstrip(
-                        ": "
+                        ": ."
                     )
                     + ". Other ranks' timeouts and connection errors after it are consequences."
                 ),
@@ -223,6 +224,7 @@ class ProcessDied(Rule):
                 pids=[proc.pid] if proc and proc.pid is not None else [],
                 confidence=0.8,
                 next_steps=(
+                    *_advice(first),
                     f"Fix the exception on rank {rank} (the traceback is quoted as evidence).",
                     "Wrap the training entry point with torch.distributed.elastic's @record to get "
                     "the error file in torchrun's summary.",
@@ -334,6 +336,13 @@ _CONSEQUENCE_TEXT = re.compile(
     r"|Connection reset|Broken pipe|Connection closed by peer",
     re.IGNORECASE,
 )
+
+
+def _advice(raised: PythonTraceback) -> tuple[str, ...]:
+    """What the knowledge base advises for the exception a rank died of (CUDA out of memory:
+    what to lower), when it knows the message as a cause."""
+    hit = knowledge.lookup(f"{raised.exc_type}: {raised.exc_message or ''}")
+    return hit.entry.next_steps[:2] if hit is not None and hit.entry.role == "cause" else ()
 
 
 def _early_return_step(ranks: list[int]) -> str:
