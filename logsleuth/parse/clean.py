@@ -422,7 +422,6 @@ def _label_fields(numbering: str | None, found: re.Match[str]) -> dict[str, Any]
 
 
 _MONTHS = {name: number for number, name in enumerate(calendar.month_abbr) if name}
-_MONTH_NAMES = ("", *calendar.month_abbr[1:])
 
 
 def _syslog_seconds(month: str, day: str, clock: str) -> float | None:
@@ -515,7 +514,8 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
                     text = text[m.end() :]
         elif text.startswith(_LEVEL_WORDS) and (m := _VLLM.match(text)):
             month, day, clock = m.groups()
-            hint = _with(hint, time=_syslog_seconds(_MONTH_NAMES[int(month)], day, clock))
+            name = calendar.month_abbr[int(month)] if 1 <= int(month) <= 12 else ""
+            hint = _with(hint, time=_syslog_seconds(name, day, clock))
             text = text[m.end() :]
         elif text[:3] in _MONTHS and (m := _SYSLOG_LINE.match(text)):
             hint = _with(hint, **_label_fields("syslog", m))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from logsleuth.model.base import Origin
 from logsleuth.parse.clean import clean, detect_numbering, strip_prefixes
 
 
@@ -96,6 +97,10 @@ def test_vllms_worker_tag_and_logger_prefix_are_stripped(
     text, hint = strip_prefixes(line)
     assert (text, hint.rank, hint.pid) == ("boom", rank, pid)
     assert hint.time is not None
+
+
+def test_a_vllm_prefix_with_an_impossible_date_has_no_time() -> None:
+    assert strip_prefixes("ERROR 13-45 02:11:09 [core.py:396] boom") == ("boom", Origin())
 
 
 @pytest.mark.parametrize(
