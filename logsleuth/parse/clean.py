@@ -34,14 +34,23 @@ _LIGHTNING = re.compile(r"\[rank: (\d+)\] ")
 """Lightning's rank-prefixed messages (``[rank: 3] Seed set to 42``)."""
 _MPI = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr|stddiag)>:\s?")
 _RAY = re.compile(
-    r"\((?:(?P<name>[\w.]+)(?: rank=(?P<rank>\d+)| TP(?P<tp>\d+)\S*)? )?pid=(?P<pid>\d+)"
+    r"\((?:(?P<name>[\w.]+)(?: rank=(?P<rank>\d+)| (?P<tag>TP\w*))? )?pid=(?P<pid>\d+)"
     r"(?:, ip=[\d.]+)?\)\s"
 )
 """A worker process's tag: Ray's ``(RayWorkerWrapper pid=1019, ip=...)``, vLLM's
 ``(VllmWorker rank=1 pid=2302)``, ``(VllmWorker TP1 pid=..)``, ``(Worker_TP1 pid=..)``."""
 _TP_NAME = re.compile(r"^(?!.*(?:^|_)(?:PP|DP)\d)\w*?(?:^|_)TP(\d+)(?:_EP\d+)?$")
-"""A worker named for its tensor-parallel rank alone (``Worker_TP1``): that is its rank (not
-with pipeline stages or data-parallel replicas, ``Worker_PP1_TP2``, where TP ranks repeat)."""
+"""A process named for its tensor-parallel rank alone (``Worker_TP1``, ``TP1``, sglang's
+``TP5 EP5``): that is its rank (not with pipeline stages or data-parallel replicas,
+``Worker_PP1_TP2``, ``PP1 TP5``, where TP ranks repeat)."""
+
+
+def _tp_rank(label: str) -> int | None:
+    """The rank a tensor-parallel label names (see ``_TP_NAME``); blanks separate like ``_``."""
+    found = _TP_NAME.search(label.strip().replace(" ", "_"))
+    return int(found.group(1)) if found else None
+
+
 _VLLM = re.compile(
     r"(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) (\d\d)-(\d\d) (\d\d:\d\d:\d\d)(?:\.\d+)? "
     r"(?:\[?[\w.\-]+\.py:\d+\] )?"
@@ -49,22 +58,19 @@ _VLLM = re.compile(
 """vLLM's logger: ``ERROR 11-24 02:11:09 [core.py:396] `` (``llm_engine.py:161] `` before
 0.8); its time has no year."""
 _LEVEL_WORDS = ("INFO ", "WARNING ", "ERROR ", "DEBUG ", "CRITICAL ")
-FRAMEWORK_PREFIX = re.compile(
-    _VLLM.pattern + r"|\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?: (?:TP|DP|PP|EP)\d+)+\]\s"
-)
+_STAMP = r"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[.,](\d+))?"
+_PARALLEL = r"(?: (?:TP|DP|PP|EP)\d+)"
+"""sglang's parallel ranks after its time (`` TP5``, `` DP1 TP3``)."""
+FRAMEWORK_PREFIX = re.compile(f"{_VLLM.pattern}|{_STAMP}{_PARALLEL}+\\]\\s")
 """A serving framework's logger prefix (vLLM's, sglang's with its ranks): a line behind one
 is that framework's output even when its message is not one the catalogs know."""
 _SKYPILOT = re.compile(r"\([\w.\-]+, rank=\d+, pid=\d+(?:, ip=[\d.]+)?\)\s")
 """SkyPilot's ``(worker1, rank=1, pid=2311, ip=10.0.0.5) ``: the node's rank and the pid of
 its task's shell, not of the process that wrote the line (which is not kept)."""
 _ISO = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(?:Z|[+-]\d\d:?\d\d)\s")
-_BRACKET_TIME = re.compile(
-    r"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[.,](\d+))?((?: (?:TP|DP|PP|EP)\d+)*)\]\s"
-)
+_BRACKET_TIME = re.compile(f"{_STAMP}({_PARALLEL}*)\\]\\s")
 """``[2024-05-01 12:00:00] `` (CI, NCCL 2.26+), or sglang's ``[2025-02-24 14:09:34 TP5] ``
 with the process's parallel ranks."""
-_TP_ONLY = re.compile(r" TP(\d+)(?: EP\d+)?")
-"""sglang's ranks when tensor parallelism is the only split: the TP rank is the rank."""
 # "aws logs tail" writes "<ISO time> <log stream> <message>"; stream names hold a '/'.
 _CLOUDWATCH_STREAM = re.compile(r"[\w.\-]+(?:/[\w.\-\[\]$]+)+\s")
 # Kubernetes CRI log files: "<ISO time> stdout|stderr F|P <message>".
@@ -486,19 +492,18 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
                 text = text[m.end() :]
             elif m := _BRACKET_TIME.match(text):
                 hint = _with(hint, time=_epoch(m.group(1), m.group(2)))
-                if m.group(3) and (tp := _TP_ONLY.fullmatch(m.group(3))):
-                    hint = _with(hint, rank=int(tp.group(1)))
+                if m.group(3) and (tp := _tp_rank(m.group(3))) is not None:
+                    hint = _with(hint, rank=tp)
                 text = text[m.end() :]
             elif m := _KUBECTL.match(text):
                 text = text[m.end() :]
         elif text.startswith("("):
             if m := _RAY.match(text):
                 hint = _with(hint, pid=int(m.group("pid")))
-                rank = m.group("rank") or m.group("tp")
-                if rank is None and (tp := _TP_NAME.search(m.group("name") or "")):
-                    rank = tp.group(1)
-                if rank is not None:
-                    hint = _with(hint, rank=int(rank))
+                rank = m.group("rank")
+                tp = _tp_rank(m.group("tag") or m.group("name") or "")
+                if rank is not None or tp is not None:
+                    hint = _with(hint, rank=int(rank) if rank is not None else tp)
                 text = text[m.end() :]
             elif m := _SKYPILOT.match(text):
                 text = text[m.end() :]
