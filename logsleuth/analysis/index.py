@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from logsleuth.model.base import Event, InputSummary
+from logsleuth.model.base import Event, InputSummary, rank_in_file_name
 from logsleuth.model.bundle import BundleManifest
 from logsleuth.model.messages import LogMessage
 from logsleuth.model.nccl import (
@@ -44,8 +44,6 @@ _PLUGIN_PATH = re.compile(r"Plugin Path : \S*?([^/\s]+\.so(?:\.\d+)*)")
 KEEP_OPS = 64
 """COLL lines kept per process and communicator: enough to compare the last positions."""
 
-_FILE_RANK = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)(?![\d])", re.IGNORECASE)
-_FILE_PID = re.compile(r"(?:^|[^a-z])pid[_-]?(\d+)", re.IGNORECASE)
 
 E = TypeVar("E", bound=Event)
 
@@ -461,9 +459,8 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
         if proc.rank is not None:
             continue
         for source in sorted(proc.sources):
-            base = source.rsplit("/", 1)[-1]
-            if (m := _FILE_RANK.search(base)) and not _FILE_PID.search(base):
-                _set_rank(proc, int(m.group(1)), "file-name", order["file-name"])
+            if (named := rank_in_file_name(source)) is not None:
+                _set_rank(proc, named, "file-name", order["file-name"])
                 break
     # A process logs its own connections: it is the sending side of a "send" (or undirected
     # ring) line and the receiving side of a "receive" line. Weakest of all sources.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -12,6 +13,24 @@ class SourceRef:
 
     source: str
     line: int
+
+
+_RANK_IN_NAME = re.compile(
+    r"(?:^|[^a-z])(?<!local[_-])(?:rank|std_log_process)[_-]?(\d+)(?!\d)", re.IGNORECASE
+)
+_PID_IN_NAME = re.compile(r"(?:^|[^a-z])pid[_-]?(\d+)", re.IGNORECASE)
+
+
+def rank_in_file_name(source: str) -> int | None:
+    """The global rank a per-process file's name gives, or None.
+
+    ``nccl_rank3.log``, ``rank_3.txt``, ``rank3.2.txt`` (the second snapshot of rank 3 in a
+    ``logsleuth live`` bundle), Azure ML's ``std_log_process_03.txt``. A name that also
+    names a pid (``rank3_pid4242.txt``), or a local rank (``local_rank3``), gives none.
+    """
+    base = source.rsplit("/", 1)[-1]
+    match = _RANK_IN_NAME.search(base)
+    return int(match.group(1)) if match and not _PID_IN_NAME.search(base) else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -30,9 +30,12 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]")
 
 # torch's excepthook writes "[rankN]: " (one space); torchrun --tee writes "[defaultN]:" (none).
 _TORCHRUN = re.compile(r"\[(?:(rank)(\d+)\]: ?|([A-Za-z_]+?)(\d+)\]:)")
-_LIGHTNING = re.compile(r"\[rank: (\d+)\] ")
-"""Lightning's rank-prefixed messages (``[rank: 3] Seed set to 42``)."""
-_MPI = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr|stddiag)>:\s?")
+RANK_TAG = re.compile(r"\[rank:? (\d+)\] ")
+"""A rank tag in front of a message: Lightning's ``[rank: 3] Seed set to 42``, and the
+``[rank 3] `` that training scripts put in their own log format."""
+MPI_TAG = re.compile(r"\[\d+,(?:mpirank:)?(\d+)(?:,([\w.\-]+))?\]<(?:stdout|stderr|stddiag)>:\s?")
+"""Open MPI's ``--tag-output`` (``[1,3]<stdout>:``), and SageMaker's form of it that names
+the host too (``[1,mpirank:3,algo-2]<stderr>:``)."""
 _RAY = re.compile(
     r"\((?:(?P<name>[\w.]+)(?: rank=(?P<rank>\d+)| (?P<tag>TP\w*))? )?pid=(?P<pid>\d+)"
     r"(?:, ip=[\d.]+)?\)\s"
@@ -68,6 +71,10 @@ _SKYPILOT = re.compile(r"\([\w.\-]+, rank=\d+, pid=\d+(?:, ip=[\d.]+)?\)\s")
 """SkyPilot's ``(worker1, rank=1, pid=2311, ip=10.0.0.5) ``: the node's rank and the pid of
 its task's shell, not of the process that wrote the line (which is not kept)."""
 _ISO = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(?:Z|[+-]\d\d:?\d\d)\s")
+_LOGURU = re.compile(
+    r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.(\d+))? \| [A-Z]+ *\| [\w.<>\-]+:[\w.<>\-]+:\d+ - "
+)
+"""loguru's default format (``2024-06-11 09:12:44.902 | ERROR    | pkg.mod:func:240 - ``)."""
 _BRACKET_TIME = re.compile(f"{_STAMP}({_PARALLEL}*)\\]\\s")
 """``[2024-05-01 12:00:00] `` (CI, NCCL 2.26+), or sglang's ``[2025-02-24 14:09:34 TP5] ``
 with the process's parallel ranks."""
@@ -478,8 +485,10 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
             text = text[m.end() :]
             scheme = None  # a file is numbered once
         if text.startswith("["):
-            if m := _MPI.match(text):
+            if m := MPI_TAG.match(text):
                 hint = _with(hint, rank=int(m.group(1)))
+                if m.group(2):
+                    hint = _with(hint, host=m.group(2))
                 text = text[m.end() :]
             elif m := _TORCHRUN.match(text):
                 if m.group(1):
@@ -487,7 +496,7 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
                 else:
                     hint = _with(hint, local_rank=int(m.group(4)))
                 text = text[m.end() :]
-            elif m := _LIGHTNING.match(text):
+            elif m := RANK_TAG.match(text):
                 hint = _with(hint, rank=int(m.group(1)))
                 text = text[m.end() :]
             elif m := _BRACKET_TIME.match(text):
@@ -508,7 +517,10 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
             elif m := _SKYPILOT.match(text):
                 text = text[m.end() :]
         elif text[:1].isdigit():
-            if m := _ISO.match(text):
+            if m := _LOGURU.match(text):
+                hint = _with(hint, time=_epoch(m.group(1), m.group(2)))
+                text = text[m.end() :]
+            elif m := _ISO.match(text):
                 hint = _with(hint, time=_epoch(m.group(1)))
                 text = text[m.end() :]
                 if m := (

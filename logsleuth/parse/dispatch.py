@@ -20,12 +20,13 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import fields, replace
 from operator import attrgetter
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from logsleuth.errors import InputError
-from logsleuth.model.base import Event, InputSummary, SourceRef
+from logsleuth.model.base import Event, InputSummary, SourceRef, rank_in_file_name
 from logsleuth.model.bundle import BundleManifest, RankEntry
 from logsleuth.model.nccl import NcclConnectRun
+from logsleuth.model.torch import ChildFailure, LauncherEvent
 from logsleuth.parse import budgets, pickling
 from logsleuth.parse.base import InputResult
 from logsleuth.parse.catalog import load_catalog
@@ -347,7 +348,46 @@ def _read_checked(source: InputSource, keep_ops: int | None, audit: bool) -> Inp
         result = _read_json(source)
         if result is not None:
             return result
-    return read_lines(source, keep_ops, audit)
+    return _named_rank(source.name, read_lines(source, keep_ops, audit))
+
+
+_WORKER_FATES = frozenset(
+    ("closing-signal", "failed", "force-kill", "failure-summary", "error-file")
+)
+"""The launcher's lines about its workers: a file holding one is the launcher's output."""
+
+
+def _named_rank(name: str, result: InputResult) -> InputResult:
+    """Give the rank a per-process file's name states to the lines that name no writer.
+
+    ``std_log_process_02.txt`` or ``rank2.log`` holds one rank's output: a traceback in it
+    with no prefix is that rank's. A file whose lines name another rank, or that holds the
+    launcher's lines about its workers, is a combined log and keeps its lines as they are.
+    """
+    rank = rank_in_file_name(name)
+    if rank is None:
+        return result
+    bare: list[int] = []
+    for i, event in enumerate(result.events):
+        origin = event.origin
+        if origin.rank is not None and origin.rank != rank:
+            return result
+        if isinstance(event, ChildFailure) or (
+            isinstance(event, LauncherEvent) and event.action in _WORKER_FATES
+        ):
+            return result
+        if origin.rank is None and origin.pid is None and origin.host is None:
+            bare.append(i)
+    if not bare:
+        return result
+    events = list(result.events)
+    for i in bare:
+        event = events[i]
+        changes: dict[str, Any] = {"origin": replace(event.origin, rank=rank)}
+        if getattr(event, "rank", rank) is None:
+            changes["rank"] = rank
+        events[i] = replace(event, **changes)
+    return replace(result, events=tuple(events))
 
 
 _POOL_MIN_BYTES = 16 << 20

@@ -19,7 +19,9 @@ from logsleuth.parse.base import InputResult, Line, Reader, Sink
 from logsleuth.parse.catalog import load_catalog
 from logsleuth.parse.clean import (
     FRAMEWORK_PREFIX,
+    MPI_TAG,
     PREFIX_FIRST,
+    RANK_TAG,
     TYPOGRAPHY,
     begins_line,
     clean,
@@ -146,6 +148,8 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
 
     section = NO_ORIGIN
     """Who the lines under the last section header (``Rank A:``) come from."""
+    record = (0, NO_ORIGIN)
+    """The last line whose prefixes named its writer, and what they said."""
 
     def behind_labels(line: Line) -> str | None:
         """Look for a known message (or line prefix shape) behind host or tool labels."""
@@ -155,7 +159,7 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
         return None
 
     def feed(number: int, cleaned: str) -> None:
-        nonlocal blank, busy, section
+        nonlocal blank, busy, section, record
         numbered = labels.pop(number, None) if labels else None
         if numbered is None:
             text, hint = strip_prefixes(cleaned, numbering)
@@ -194,6 +198,19 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
             offered.add(number)
             return
         hint = _merge_hints(hint, section)
+        if hint.rank is not None and RANK_TAG.search(cleaned):
+            record = (number, hint)
+        elif (
+            record[0] == number - 1
+            and text.startswith(_TRACEBACK_HEAD)
+            and hint.rank is None
+            and hint.pid is None
+        ):
+            # A logger's record with the exception it logged (``logger.exception``, loguru's
+            # ``@logger.catch``): the traceback right under the record's line is its writer's.
+            # Only a rank tag the record's own format wrote says so: a launcher's tag
+            # (``[rank1]:``) is on every line its rank writes, so a bare line is another's.
+            hint = _merge_hints(hint, record[1])
         if not busy and defer(number, text, cleaned, hint):
             return
         offered.add(number)
@@ -474,9 +491,11 @@ def _read_plain_dump(
 _NCCL_LINE = re.compile(r"NCCL (?:INFO|WARN|TRACE|ABORT|CALL)|^\S+:\d+:\d+ ")
 
 
-_LAUNCHER_TAG = re.compile(r"\[(?:rank|default)\d+\]:|\[\d+,\d+\]<std(?:out|err|diag)>:")
+_LAUNCHER_TAG = re.compile(rf"\[(?:rank|default)\d+\]:|{MPI_TAG.pattern}")
 _LABEL = re.compile(r"(?:[A-Za-z][\w.\-]{0,62}:|\[?\d{1,9}\]?) (?=\S)")
 """A host or tool label (pdsh ``gpu-a01: ``) or a line number on a line no reader took."""
+
+_TRACEBACK_HEAD = "Traceback (most recent call last):"
 
 _MAX_WRAPPED = 64
 _SOFT_WRAP_MIN = 50

@@ -411,3 +411,108 @@ def test_sacct_saying_out_of_memory_is_the_cause(tmp_path: Path) -> None:
         "88123.0          python                mlteam        256 OUT_OF_ME+    0:125 gpu-[10-13]\n"
     )
     assert _verdict(tmp_path, text).kind == "resource-exhausted"
+
+
+def test_the_traceback_a_logger_record_carries_is_the_records_ranks(tmp_path: Path) -> None:
+    # logger.exception / loguru's @logger.catch: the record's line names the rank, the
+    # traceback under it names nobody.
+    text = (
+        "2024-06-11 09:12:44.517 | INFO     | loop:run:211 - [rank 0] step 1200 loss 2.31\n"
+        "2024-06-11 09:12:44.902 | ERROR    | loop:run:240 - [rank 3] An error has been caught "
+        "in function 'run', process 'MainProcess' (21877), thread 'MainThread' (1402361):\n"
+        "Traceback (most recent call last):\n"
+        '  File "/workspace/train.py", line 51, in <module>\n'
+        "    main()\n"
+        "FileNotFoundError: shard s3cache/train-00412.tar missing\n"
+    )
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_ranks) == ("process-died", (3,))
+
+
+def test_logurus_annotated_traceback_is_one_traceback(tmp_path: Path) -> None:
+    # diagnose=True: blank lines between frames, variable annotations, ">" at the frame
+    # that caught the exception.
+    text = (
+        "2024-06-11 09:12:44.902 | ERROR    | loop:run:240 - [rank 2] An error has been caught "
+        "in function 'run', process 'MainProcess' (21876), thread 'MainThread' (1402361):\n"
+        "Traceback (most recent call last):\n"
+        "\n"
+        '  File "/workspace/train.py", line 51, in <module>\n'
+        "    main()\n"
+        "    \u2514 <function main at 0x7f8a2c1d3e20>\n"
+        "\n"
+        '> File "/workspace/trainer/loop.py", line 233, in run\n'
+        "    loss = model(batch)\n"
+        "           \u2502     \u2514 {'input_ids': tensor([[  101,  2023, ...\n"
+        "           \u2514 DistributedDataParallel(\n"
+        "\n"
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_ranks) == ("cuda-error", (2,))
+
+
+def test_a_per_process_files_name_gives_its_traceback_a_rank(tmp_path: Path) -> None:
+    # Azure ML writes each process's output to user_logs/std_log_process_NN.txt.
+    logs = tmp_path / "user_logs"
+    logs.mkdir()
+    for rank in (0, 1, 3):
+        (logs / f"std_log_process_0{rank}.txt").write_text(
+            f"[E ProcessGroupNCCL.cpp:475] [Rank {rank}] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=40211, OpType=ALLREDUCE, NumelIn=16, NumelOut=16, "
+            "Timeout(ms)=1800000) ran for 1800321 milliseconds before timing out.\n"
+        )
+    (logs / "std_log_process_02.txt").write_text(
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 266, in main\n'
+        "    loss = model(**batch).loss\n"
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    verdict = analyze([str(tmp_path)]).diagnosis.verdict
+    assert (verdict.kind, verdict.culprit_ranks) == ("cuda-error", (2,))
+
+
+def test_a_file_named_for_a_rank_that_holds_other_ranks_lines_names_nobody(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "rank0.log").write_text(
+        "[rank1]:[E611 09:22:45.331402 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=48, OpType=ALLREDUCE, NumelIn=1, "
+        "NumelOut=1, Timeout(ms)=600000) ran for 600051 milliseconds before timing out.\n"
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 266, in main\n'
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    verdict = analyze([str(tmp_path)]).diagnosis.verdict
+    assert verdict.kind == "cuda-error"
+    assert 0 not in verdict.culprit_ranks
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        "    lastState:\n      terminated:\n        exitCode: 137\n        reason: OOMKilled\n",
+        '{"lastState": {"terminated": {\n  "exitCode": 137,\n  "reason": "OOMKilled",\n'
+        '  "startedAt": "2024-04-17T05:58:10Z"\n}}}\n',
+    ],
+    ids=["yaml", "json"],
+)
+def test_a_pods_status_saying_oomkilled_is_the_cause(tmp_path: Path, status: str) -> None:
+    assert _verdict(tmp_path, status).kind == "resource-exhausted"
+
+
+def test_a_bare_traceback_after_a_launcher_tagged_line_is_not_that_ranks(
+    tmp_path: Path,
+) -> None:
+    # torch's excepthook tags every line rank 1 writes: a bare traceback is someone else's.
+    text = (
+        "[rank1]:[E611 09:22:45.331402 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=48, OpType=ALLREDUCE, NumelIn=1, "
+        "NumelOut=1, Timeout(ms)=600000) ran for 600051 milliseconds before timing out.\n"
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 266, in main\n'
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    verdict = _verdict(tmp_path, text)
+    assert verdict.kind == "cuda-error"
+    assert 1 not in verdict.culprit_ranks

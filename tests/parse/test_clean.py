@@ -46,6 +46,21 @@ def test_launcher_prefixes_become_hints(
     assert hint.local_rank == local_rank
 
 
+def test_sagemakers_mpi_tag_names_the_rank_and_the_host() -> None:
+    text, hint = strip_prefixes("[1,mpirank:3,algo-2]<stderr>:Traceback (most recent call last):")
+    assert text == "Traceback (most recent call last):"
+    assert (hint.rank, hint.host) == (3, "algo-2")
+
+
+def test_logurus_format_and_a_scripts_rank_tag_are_stripped() -> None:
+    text, hint = strip_prefixes(
+        "2024-06-11 09:12:44.902 | ERROR    | trainer.loop:run:240 - [rank 3] step failed"
+    )
+    assert text == "step failed"
+    assert hint.rank == 3
+    assert hint.time is not None
+
+
 def test_collector_timestamps_are_stripped_and_kept() -> None:
     text, hint = strip_prefixes(
         "[2026-04-22 21:34:20] host:1:2 [0] misc/shmutils.cc:88 NCCL WARN Error"

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from logsleuth.errors import InputError
-from logsleuth.model.base import Event
+from logsleuth.model.base import Event, rank_in_file_name
 from logsleuth.model.nccl import NcclCollective
 from logsleuth.parse import dispatch
 from logsleuth.parse.discover import InputSource
@@ -243,3 +243,20 @@ def test_a_line_holding_a_number_wider_than_64_bits_is_counted_unrecognized(
     result = read_input(InputSource(name=path.name, path=path))
     assert (result.summary.recognized, result.summary.unrecognized) == ((1, 0) if kept else (0, 1))
     assert bool(result.events) is kept
+
+
+@pytest.mark.parametrize(
+    ("name", "rank"),
+    [
+        ("nccl_rank3.log", 3),
+        ("logs/rank_12.txt", 12),
+        ("rank3.2.txt", 3),
+        ("user_logs/std_log_process_07.txt", 7),
+        ("train_local_rank3.log", None),
+        ("rank3_pid4242.txt", None),
+        ("frank3.log", None),
+        ("worker-3.log", None),
+    ],
+)
+def test_a_file_name_gives_a_rank_only_where_it_says_rank(name: str, rank: int | None) -> None:
+    assert rank_in_file_name(name) == rank

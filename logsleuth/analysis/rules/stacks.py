@@ -10,6 +10,7 @@ from logsleuth.analysis.index import EvidenceIndex
 from logsleuth.analysis.rules.base import Rule
 from logsleuth.analysis.stack_classify import call_site_frame, classify_dump, process_role
 from logsleuth.analysis.stacks import ProcStack, build_stack_classes, main_stack_key
+from logsleuth.model.base import rank_in_file_name
 from logsleuth.model.diagnosis import Evidence, Finding, StackClass
 from logsleuth.model.ranks import format_ranks, parse_ranks
 from logsleuth.model.stacks import GDB, StackDump
@@ -35,17 +36,8 @@ _CATEGORY_WORDS = {
 }
 
 
-_FILE_RANK = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)(?![\d])", re.IGNORECASE)
-_FILE_PID = re.compile(r"(?:^|[^a-z])pid[_-]?(\d+)", re.IGNORECASE)
 _SNAPSHOT = re.compile(r"\.(\d+)\.[A-Za-z]+$")
 """``rank3.2.txt``: the second snapshot of rank 3 in a ``logsleuth live`` bundle."""
-
-
-def _file_rank(source: str) -> int | None:
-    """Return the rank a dump's file name gives (``rank3.1.txt``), unless it names a pid."""
-    base = source.rsplit("/", 1)[-1]
-    match = _FILE_RANK.search(base)
-    return int(match.group(1)) if match and not _FILE_PID.search(base) else None
 
 
 def _snapshot_order(dump: StackDump) -> tuple[str, int, int]:
@@ -111,7 +103,7 @@ def _proc_stacks(index: EvidenceIndex) -> list[ProcStack]:
             proc = index.procs.get((host, pid))
             rank = proc.rank if proc else None
         if rank is None and pid is None:
-            rank = _file_rank(dump.ref.source)
+            rank = rank_in_file_name(dump.ref.source)
         if host is None and rank is not None:
             host = host_of.get(rank)
         key: tuple[object, ...] = (rank, host, pid) if rank is None else (rank, None, None)
