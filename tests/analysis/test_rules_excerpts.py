@@ -501,6 +501,27 @@ def test_a_pods_status_saying_oomkilled_is_the_cause(tmp_path: Path, status: str
     assert _verdict(tmp_path, status).kind == "resource-exhausted"
 
 
+def test_a_rank_still_in_work_the_others_completed_is_where_waiting_ends(
+    tmp_path: Path,
+) -> None:
+    # Ranks 0, 1 and 3 completed BROADCAST 5511 and wait in 5512; only rank 2's watchdog
+    # quotes a timeout, of 5511: rank 2 never reached 5512.
+    head = "[rank{r}]:[E1201 04:10:31.22 ProcessGroupNCCL.cpp:1616] [PG ID 0 PG GUID 0(default_pg) Rank {r}] "
+    progress = (
+        "Exception (either an error or timeout) detected by watchdog at work: {e}, last "
+        "enqueued NCCL work: {e}, last completed NCCL work: {c}.\n"
+    )
+    text = "".join((head + progress).format(r=r, e=5512, c=5511) for r in (1, 3, 0))
+    text += (head + progress).format(r=2, e=5511, c=5510)
+    text += (
+        "[rank2]:[E1201 04:10:31.225 ProcessGroupNCCL.cpp:630] [Rank 2] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=5511, OpType=BROADCAST, NumelIn=4096, "
+        "NumelOut=4096, Timeout(ms)=600000) ran for 600088 milliseconds before timing out.\n"
+    )
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_ranks) == ("missing-collective", (2,))
+
+
 def test_a_bare_traceback_after_a_launcher_tagged_line_is_not_that_ranks(
     tmp_path: Path,
 ) -> None:

@@ -572,6 +572,26 @@ class CollectiveTimeout(Rule):
             for p in mine
             if (r := global_rank(p, p.rank, p.pg)) is not None and (p.last_enqueued or 0) >= seq
         }
+        moved_on = self._moved_on(mine, seq, set(ranks))
+        if moved_on is not None:
+            stuck, past, frontier = moved_on
+            yield self._laggards(
+                index,
+                group,
+                progress,
+                stuck,
+                frontier,
+                "collective",
+                past,
+                waited="wait in it (their watchdogs' last enqueued work)",
+                why=(
+                    f"Ranks {_fmt(past)} completed {op_type} SeqNum {seq} and enqueued work up "
+                    f"to SeqNum {frontier}, which they did not complete; rank(s) {_fmt(stuck)} "
+                    f"are still in SeqNum {seq} (their watchdogs timed out there or completed "
+                    "less): they never reached the collective the others wait in."
+                ),
+            )
+            return
         silent = self._silent_ranks(index, set(ranks) | inside)
         ranks = sorted(set(ranks) | inside)
         if len(ranks) < 2 and not behind:
@@ -659,6 +679,32 @@ class CollectiveTimeout(Rule):
                     waited="wait in it (their watchdogs' last enqueued work)",
                 )
 
+    @staticmethod
+    def _moved_on(
+        mine: list[WatchdogProgress], seq: int, timed_out: set[int]
+    ) -> tuple[list[int], list[int], int] | None:
+        """(stuck, past, frontier) when other ranks completed the collective that timed out.
+
+        ``last completed NCCL work: S`` on some ranks while others time out in S: those that
+        completed it went on and wait in their last enqueued work (the frontier); the ranks
+        still in S never reached it. None when no rank got past S to a later collective.
+        """
+        past: dict[int, int] = {}
+        stuck = set(timed_out)
+        for p in mine:
+            rank = global_rank(p, p.rank, p.pg)
+            if rank is None or p.last_enqueued is None:
+                continue
+            if p.last_completed is not None and p.last_completed >= seq:
+                past[rank] = p.last_enqueued
+            elif p.last_enqueued >= seq:
+                stuck.add(rank)
+        stuck -= past.keys()
+        frontier = max(past.values(), default=seq)
+        if not stuck or frontier <= seq:
+            return None
+        return sorted(stuck), sorted(past), frontier
+
     def _one_side(
         self,
         index: EvidenceIndex,
@@ -735,6 +781,7 @@ class CollectiveTimeout(Rule):
         op_type: str,
         ranks: list[int],
         waited: str = "timed out in it",
+        why: str | None = None,
     ) -> Finding:
         hosts: list[str] = []
         pids: list[int] = []
@@ -750,7 +797,8 @@ class CollectiveTimeout(Rule):
             kind=MissingCollective.kind,
             severity="critical",
             title=f"rank(s) {_fmt(missing)} never entered {op_type} SeqNum {seq}; ranks {_fmt(ranks)} {waited}",
-            detail=(
+            detail=why
+            or (
                 (
                     f"The watchdog of ranks {_fmt(ranks)} timed out in {op_type} SeqNum {seq}"
                     if group
