@@ -75,6 +75,13 @@ _LOGURU = re.compile(
     r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.(\d+))? \| [A-Z]+ *\| [\w.<>\-]+:[\w.<>\-]+:\d+ - "
 )
 """loguru's default format (``2024-06-11 09:12:44.902 | ERROR    | pkg.mod:func:240 - ``)."""
+_AIRFLOW = re.compile(
+    r"\[(\d{4}-\d\d-\d\d)(?:, |[ T])(\d\d:\d\d:\d\d)(?:[.,](\d+))?(?: [A-Z]{2,5}| ?[+-]\d\d:?\d\d)?\] "
+    r"\{[\w.\-]+:\d+\} [A-Z]+ - "
+)
+"""Airflow's task log (``[2024-05-14, 03:12:40 UTC] {subprocess.py:93} INFO - ``; before 2.6
+``[2023-01-05T10:44:37.355+0000]``): a job
+launched from a DAG has each of its lines behind it."""
 _BRACKET_TIME = re.compile(f"{_STAMP}({_PARALLEL}*)\\]\\s")
 """``[2024-05-01 12:00:00] `` (CI, NCCL 2.26+), or sglang's ``[2025-02-24 14:09:34 TP5] ``
 with the process's parallel ranks."""
@@ -498,6 +505,9 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
                 text = text[m.end() :]
             elif m := RANK_TAG.match(text):
                 hint = _with(hint, rank=int(m.group(1)))
+                text = text[m.end() :]
+            elif m := _AIRFLOW.match(text):
+                hint = _with(hint, time=_epoch(m.group(1) + " " + m.group(2), m.group(3)))
                 text = text[m.end() :]
             elif m := _BRACKET_TIME.match(text):
                 hint = _with(hint, time=_epoch(m.group(1), m.group(2)))

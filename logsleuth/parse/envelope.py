@@ -5,7 +5,8 @@ fluent-bit, Vector, ``journalctl -o json``, Loki and Elasticsearch exports write
 object per line with the line in ``log``, ``message``, ``MESSAGE``, ``_raw`` ...;
 ``gcloud logging read --format json`` pretty-prints an array of entries with the line in
 ``"textPayload": "..."``; Datadog, Splunk and Kibana export CSV with a header row that names a
-message column. A line inside such an envelope is quoted (``\\"``, ``""``) and followed by
+message column; Go services (Kubernetes operators, Docker's daemon) and structlog write logfmt,
+``time="..." level=error msg="..." key=value``. A line inside such an envelope is quoted (``\\"``, ``""``) and followed by
 the collector's fields, which breaks every reader; the envelope is taken off before anything
 else (prefixes, wraps), and what it says of the writer (time, host, pid, rank) is kept as an
 :class:`~logsleuth.model.base.Origin` hint.
@@ -33,6 +34,8 @@ _HOST_KEYS = ("host", "hostname", "_hostname", "host.name", "node", "nodename", 
 _PID_KEYS = ("_pid", "pid")
 _FIELD_LINE = re.compile(r'\s*"([\w@.$-]{1,40})"\s*:\s*("(?:[^"\\]|\\.)*")\s*,?\s*$')
 """One field of a pretty-printed JSON object: ``  "textPayload": "...",``."""
+_LOGFMT_PAIR = re.compile(r'\s*([\w.@/-]{1,40})=("(?:[^"\\]|\\.)*"|[^\s"]*)')
+"""One ``key=value`` pair of a logfmt line (the value quoted Go-style or bare)."""
 _SHARE = 0.6
 """The share of a sample's non-blank lines that must be in the envelope."""
 
@@ -43,7 +46,7 @@ class Envelope:
 
     Attributes:
         form: ``json-lines`` (one object per line), ``json-fields`` (a pretty-printed
-            export: only the message fields' lines hold log lines) or ``csv``.
+            export: only the message fields' lines hold log lines), ``logfmt`` or ``csv``.
         columns: The CSV header's names, casefolded (``csv`` only).
         delimiter: The CSV delimiter (``csv`` only).
     """
@@ -58,8 +61,8 @@ class Envelope:
         None when ``line`` is not an envelope (the CSV header, a JSON export's structure,
         a line a collector left bare): it is read as it stands.
         """
-        if self.form == "json-lines":
-            record = _json_object(line)
+        if self.form in ("json-lines", "logfmt"):
+            record = _json_object(line) if self.form == "json-lines" else _logfmt(line)
             if record is None:
                 return None
             text = _message(record)
@@ -88,6 +91,9 @@ def detect_envelope(sample: Sequence[str]) -> Envelope | None:
         found = sum(1 for r in records if r is not None and _message(r) is not None)
         if found >= _SHARE * len(lines):
             return Envelope("json-lines")
+    records = [_logfmt(line) for line in lines]
+    if sum(1 for r in records if r is not None and _message(r) is not None) >= _SHARE * len(lines):
+        return Envelope("logfmt")
     if first in "[{":
         # A pretty-printed export: its structure is most of its lines; one message field
         # among them is enough, as the excerpt may hold a single entry.
@@ -122,6 +128,25 @@ def _json_object(line: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def _logfmt(line: str) -> dict[str, Any] | None:
+    """The pairs of a logfmt line, or None when the line is not all pairs (two at least)."""
+    record: dict[str, Any] = {}
+    at, end = 0, len(line.rstrip())
+    while at < end:
+        pair = _LOGFMT_PAIR.match(line, at)
+        if pair is None or pair.end() == at:
+            return None
+        key, value = pair.groups()
+        if value.startswith('"'):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                value = value[1:-1].replace('\\"', '"')
+        record[key] = value
+        at = pair.end()
+    return record if len(record) >= 2 else None
 
 
 def _csv_row(line: str, delimiter: str) -> list[str] | None:

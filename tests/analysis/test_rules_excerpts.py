@@ -494,8 +494,10 @@ def test_a_file_named_for_a_rank_that_holds_other_ranks_lines_names_nobody(
         "    lastState:\n      terminated:\n        exitCode: 137\n        reason: OOMKilled\n",
         '{"lastState": {"terminated": {\n  "exitCode": 137,\n  "reason": "OOMKilled",\n'
         '  "startedAt": "2024-04-17T05:58:10Z"\n}}}\n',
+        'time="2024-09-02T10:14:33Z" level=warning msg="Pod llama-ft-worker-2 container pytorch '
+        'terminated: reason=OOMKilled exitCode=137" job=training/llama-ft\n',
     ],
-    ids=["yaml", "json"],
+    ids=["yaml", "json", "operator-logfmt"],
 )
 def test_a_pods_status_saying_oomkilled_is_the_cause(tmp_path: Path, status: str) -> None:
     assert _verdict(tmp_path, status).kind == "resource-exhausted"

@@ -61,6 +61,17 @@ def test_logurus_format_and_a_scripts_rank_tag_are_stripped() -> None:
     assert hint.time is not None
 
 
+@pytest.mark.parametrize(
+    "stamp",
+    ["[2024-05-14, 03:12:40 UTC]", "[2024-05-14 03:12:40,118]", "[2023-01-05T10:44:37.355+0000]"],
+)
+def test_airflows_task_log_prefix_is_stripped(stamp: str) -> None:
+    text, hint = strip_prefixes(f"{stamp} {{subprocess.py:93}} INFO - [rank5]: RuntimeError: x")
+    assert text == "RuntimeError: x"
+    assert hint.rank == 5
+    assert hint.time is not None
+
+
 def test_collector_timestamps_are_stripped_and_kept() -> None:
     text, hint = strip_prefixes(
         "[2026-04-22 21:34:20] host:1:2 [0] misc/shmutils.cc:88 NCCL WARN Error"

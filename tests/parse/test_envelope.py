@@ -139,6 +139,7 @@ def test_a_csv_export_reads_its_message_column_and_its_host(delimiter: str) -> N
         (["[", "  {", '    "textPayload": "x",', "  }", "]"], "json-fields"),
         (["time,host,message", "1,a,x"], "csv"),
         (["Date\tHost\tMessage", "1\ta\tx"], "csv"),
+        (['time="2024-09-02T10:14:02Z" level=info msg="Reconciling" job=a/b'], "logfmt"),
     ],
 )
 def test_an_envelope_is_found_by_its_shape(sample: list[str], form: str) -> None:
@@ -154,6 +155,7 @@ def test_an_envelope_is_found_by_its_shape(sample: list[str], form: str) -> None
         ["[", "  1,", "  2", "]"],
         ["rank,loss", "0,2.1"],  # a table without a message column
         ["a, b, message", "RuntimeError: x, y"],  # prose that only looks like a header
+        ["NCCL_DEBUG=INFO NCCL_SOCKET_IFNAME=eth0", "NCCL_IB_HCA=mlx5"],  # settings, no message
     ],
 )
 def test_a_log_that_is_no_envelope_is_left_as_it_is(sample: list[str]) -> None:
@@ -167,3 +169,16 @@ def test_a_line_outside_the_envelope_is_read_as_it_stands() -> None:
     csv = Envelope("csv", ("date", "message"))
     assert csv.open("date,message") is None  # the header itself
     assert csv.open('2024,"a field that goes on') is None
+
+
+def test_a_logfmt_line_reads_as_its_message_and_names_its_host() -> None:
+    line = (
+        'time="2024-11-24T02:11:09Z" level=error host=gpu-b07 pid=4242 msg="'
+        + PROGRESS.format(rank=3, work=41, done=40).rstrip("\n").replace('"', '\\"')
+        + '" component=trainer\n'
+    )
+    result = read(line * 2)
+    progress = [e for e in result.events if isinstance(e, WatchdogProgress)]
+    assert [(p.rank, p.last_enqueued) for p in progress] == [(3, 41), (3, 41)]
+    assert {(p.origin.host, p.origin.pid) for p in progress} == {("gpu-b07", 4242)}
+    assert result.summary.unrecognized == 0
