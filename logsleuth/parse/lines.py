@@ -40,6 +40,7 @@ from logsleuth.parse.envelope import Envelope, detect_envelope
 from logsleuth.parse.gdb import GdbReader
 from logsleuth.parse.messages import MessageReader
 from logsleuth.parse.nccl import NcclReader
+from logsleuth.parse.richtb import BOX_FIRST, RichTraceback
 from logsleuth.parse.stacks import StackReader
 from logsleuth.parse.summary import SummaryReader
 from logsleuth.parse.torchlog import TorchReader
@@ -150,6 +151,7 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
     """Who the lines under the last section header (``Rank A:``) come from."""
     record = (0, NO_ORIGIN)
     """The last line whose prefixes named its writer, and what they said."""
+    rich = RichTraceback()
 
     def behind_labels(line: Line) -> str | None:
         """Look for a known message (or line prefix shape) behind host or tool labels."""
@@ -169,6 +171,8 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
             cleaned = numbered[1] + cleaned  # evidence quotes the line as written
         if enveloped:
             hint = _merge_hints(hint, enveloped.get(number, NO_ORIGIN))
+        if rich.inside or text[:1] in BOX_FIRST:
+            text = rich.rewrite(text)
         if not text.strip():
             blank += 1
             return

@@ -539,3 +539,62 @@ def test_a_bare_traceback_after_a_launcher_tagged_line_is_not_that_ranks(
     verdict = _verdict(tmp_path, text)
     assert verdict.kind == "cuda-error"
     assert 1 not in verdict.culprit_ranks
+
+
+RICH = """\
+\u256d\u2500\u2500\u2500\u2500 Traceback (most recent call last) \u2500\u2500\u2500\u2500\u256e
+\u2502 /workspace/train.py:88 in <module>                                \u2502
+\u2502                                                                   \u2502
+\u2502   87 \u2502   dm = TokenDataModule(cfg)                                \u2502
+\u2502 \u2771 88 \u2502   trainer.fit(model, dm)                                   \u2502
+\u2502                                                                   \u2502
+\u2502 /usr/local/lib/python3.11/site-packages/torch/utils/checkpoint.py:251 in \u2502
+\u2502 forward                                                           \u2502
+\u2502                                                                   \u2502
+\u2502 \u2771 251 \u2502   \u2502   \u2502   outputs = run_function(*args)                 \u2502
+\u2570\u2500\u2500\u2500\u2500\u2500\u2500\u2500\u2500\u2500\u2500\u2500\u2500\u2500\u2500\u2500\u2500\u2500\u2500\u2500\u256f
+OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.
+"""
+
+
+def test_richs_boxed_traceback_reads_as_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "ticket.log").write_text(RICH, encoding="utf-8")
+    result = analyze([str(tmp_path)])
+    verdict = result.diagnosis.verdict
+    assert verdict.kind == "process-died"
+    assert "at forward (/usr/local/lib/python3.11/site-packages/torch/utils/checkpoint.py:251)" in (
+        verdict.summary
+    )
+    assert result.diagnosis.inputs[0].unrecognized == 0
+
+
+def test_an_unplaced_death_is_the_one_rank_not_waiting(tmp_path: Path) -> None:
+    # Ranks 0, 2 and 3 time out; rank 1 is in the evidence and does not: the traceback
+    # no prefix places is rank 1's.
+    timeouts = "".join(
+        f"[rank{r}]:[E1104 11:30:05.771 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=2231, OpType=ALLREDUCE, NumelIn=8, "
+        "NumelOut=8, Timeout(ms)=600000) ran for 600031 milliseconds before timing out.\n"
+        for r in (0, 2, 3)
+    )
+    (tmp_path / "ticket.log").write_text(
+        "[rank1]:[W1104 11:20:05.201 ProcessGroupNCCL.cpp:1250] Warning: WARNING: process group "
+        "has NOT been destroyed before we destruct ProcessGroupNCCL.\n" + RICH + timeouts,
+        encoding="utf-8",
+    )
+    verdict = analyze([str(tmp_path)]).diagnosis.verdict
+    assert (verdict.kind, verdict.culprit_ranks) == ("process-died", (1,))
+
+
+def test_an_unplaced_death_with_two_ranks_not_waiting_names_neither(tmp_path: Path) -> None:
+    lines = "".join(f"[rank{r}]: step 370\n" for r in (1, 4)) + RICH
+    lines += "".join(
+        f"[rank{r}]:[E1104 11:30:05.771 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=2231, OpType=ALLREDUCE, NumelIn=8, "
+        "NumelOut=8, Timeout(ms)=600000) ran for 600031 milliseconds before timing out.\n"
+        for r in (0, 2, 3)
+    )
+    (tmp_path / "ticket.log").write_text(lines, encoding="utf-8")
+    verdict = analyze([str(tmp_path)]).diagnosis.verdict
+    assert verdict.kind == "process-died"
+    assert verdict.culprit_ranks == ()

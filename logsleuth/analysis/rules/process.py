@@ -9,10 +9,17 @@ from logsleuth import knowledge
 from logsleuth.analysis.correlate import first_errors, peer_warns
 from logsleuth.analysis.index import EvidenceIndex
 from logsleuth.analysis.rules.base import Rule, culprits, describe
+from logsleuth.analysis.waitfor import global_rank
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.ranks import absent_ranks, format_ranks
-from logsleuth.model.torch import ChildFailure, PythonTraceback, WatchdogError, WatchdogTimeout
+from logsleuth.model.torch import (
+    ChildFailure,
+    PythonTraceback,
+    WatchdogError,
+    WatchdogProgress,
+    WatchdogTimeout,
+)
 
 
 class ProcessDied(Rule):
@@ -153,6 +160,18 @@ class ProcessDied(Rule):
         first = raised[0]
         host, pid = first.origin.host, first.origin.pid
         rank = index.rank_of(host, pid) if host or pid is not None else None
+        placed = (
+            " The excerpt does not say which rank printed it (no launcher prefix such as "
+            "[rank3]:); its peers' timeouts and connection errors would follow from it."
+        )
+        if rank is None and pid is None and not host:
+            rank, waiting = _lone_silent_rank(index)
+            if rank is not None:
+                placed = (
+                    f" No prefix says which rank printed it, but ranks {format_ranks(waiting)} "
+                    f"report waiting in a collective and rank {rank}, also in the evidence, "
+                    "does not: the rank that stopped waiting for nothing is the one that raised."
+                )
         where = first.frames[-1] if first.frames else None
         who = f"rank {rank}" if rank is not None else "a process"
         if pid is not None:
@@ -161,11 +180,7 @@ class ProcessDied(Rule):
             severity="error",
             title=f"{who} raised {first.exc_type}"
             + (f" at {where[2]} ({where[0]}:{where[1]})" if where else ""),
-            detail=(
-                f"{first.exc_type}: {first.exc_message or ''}".rstrip(": ")
-                + ". The excerpt does not say which rank printed it (no launcher prefix such "
-                "as [rank3]:); its peers' timeouts and connection errors would follow from it."
-            ),
+            detail=f"{first.exc_type}: {first.exc_message or ''}".rstrip(":. ") + "." + placed,
             events=[first],
             ranks=[rank] if rank is not None else [],
             hosts=[host] if host else [],
@@ -351,6 +366,32 @@ def _early_return_step(ranks: list[int]) -> str:
         f"Look for a return, break or sys.exit(0) on rank(s) {format_ranks(ranks)} before the "
         "end of the training loop (uneven data: one rank runs out of batches first)."
     )
+
+
+def _lone_silent_rank(index: EvidenceIndex) -> tuple[int | None, list[int]]:
+    """The one rank of the evidence that is not waiting while two or more others wait.
+
+    Returns it (None when there is not exactly one) and the waiting ranks. The ranks whose
+    watchdogs report a timeout or their last enqueued work are waiting in a collective; the
+    ranks of the world (or, with no world size, the ranks any line names) besides them are
+    the ones they wait for.
+    """
+    waiting = {
+        r
+        for e in index.torch
+        if isinstance(e, WatchdogTimeout | WatchdogProgress)
+        and (r := global_rank(e, e.rank, e.pg)) is not None
+    }
+    if len(waiting) < 2:
+        return None, []
+    if index.world_size:
+        others = set(absent_ranks(index.world_size, waiting, 1) or ())
+    else:
+        named = {e.origin.rank for events in index.by_type.values() for e in events}
+        named |= {p.rank for p in index.procs.values()}
+        others = {r for r in named if r is not None} - waiting
+    lone = sorted(others)
+    return (lone[0], sorted(waiting)) if len(lone) == 1 else (None, sorted(waiting))
 
 
 def _absent(index: EvidenceIndex, failed: set[int]) -> list[int]:
