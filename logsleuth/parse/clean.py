@@ -80,8 +80,13 @@ _AIRFLOW = re.compile(
     r"\{[\w.\-]+:\d+\} [A-Z]+ - "
 )
 """Airflow's task log (``[2024-05-14, 03:12:40 UTC] {subprocess.py:93} INFO - ``; before 2.6
-``[2023-01-05T10:44:37.355+0000]``): a job
-launched from a DAG has each of its lines behind it."""
+``[2023-01-05T10:44:37.355+0000]``): a job launched from a DAG has each line behind it."""
+_STDLIB = re.compile(
+    r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[.,](\d+))? (?:- [\w.\-]+ - )?"
+    r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL) (?:- )?"
+)
+"""Python logging's usual formats: ``%(asctime)s %(levelname)s %(message)s`` and
+``%(asctime)s - %(name)s - %(levelname)s - %(message)s``."""
 _BRACKET_TIME = re.compile(f"{_STAMP}({_PARALLEL}*)\\]\\s")
 """``[2024-05-01 12:00:00] `` (CI, NCCL 2.26+), or sglang's ``[2025-02-24 14:09:34 TP5] ``
 with the process's parallel ranks."""
@@ -527,7 +532,7 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
             elif m := _SKYPILOT.match(text):
                 text = text[m.end() :]
         elif text[:1].isdigit():
-            if m := _LOGURU.match(text):
+            if m := _LOGURU.match(text) or _STDLIB.match(text):
                 hint = _with(hint, time=_epoch(m.group(1), m.group(2)))
                 text = text[m.end() :]
             elif m := _ISO.match(text):

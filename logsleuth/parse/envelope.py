@@ -5,11 +5,11 @@ fluent-bit, Vector, ``journalctl -o json``, Loki and Elasticsearch exports write
 object per line with the line in ``log``, ``message``, ``MESSAGE``, ``_raw`` ...;
 ``gcloud logging read --format json`` pretty-prints an array of entries with the line in
 ``"textPayload": "..."``; Datadog, Splunk and Kibana export CSV with a header row that names a
-message column; Go services (Kubernetes operators, Docker's daemon) and structlog write logfmt,
-``time="..." level=error msg="..." key=value``. A line inside such an envelope is quoted (``\\"``, ``""``) and followed by
-the collector's fields, which breaks every reader; the envelope is taken off before anything
-else (prefixes, wraps), and what it says of the writer (time, host, pid, rank) is kept as an
-:class:`~logsleuth.model.base.Origin` hint.
+message column; Go services (Kubernetes operators, Docker's daemon) and structlog write
+logfmt, ``time="..." level=error msg="..." key=value``. A line inside such an envelope is
+quoted (``\\"``, ``""``) and followed by the collector's fields, which breaks every reader;
+the envelope is taken off before anything else (prefixes, wraps), and what it says of the
+writer (time, host, pid, rank) is kept as an :class:`~logsleuth.model.base.Origin` hint.
 """
 
 from __future__ import annotations

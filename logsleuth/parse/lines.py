@@ -150,7 +150,7 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
     section = NO_ORIGIN
     """Who the lines under the last section header (``Rank A:``) come from."""
     record = (0, NO_ORIGIN)
-    """The last line whose prefixes named its writer, and what they said."""
+    """The last line whose own format tagged its rank (``[rank 3] ``), and its prefixes."""
     rich = RichTraceback()
 
     def behind_labels(line: Line) -> str | None:

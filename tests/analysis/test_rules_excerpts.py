@@ -405,6 +405,16 @@ def test_the_oom_killers_victim_is_named_by_pid(tmp_path: Path) -> None:
     assert (verdict.kind, verdict.culprit_pids) == ("resource-exhausted", (5512,))
 
 
+def test_the_cgroup_oom_killers_victim_in_an_event_table_is_named(tmp_path: Path) -> None:
+    text = (
+        "LAST SEEN   TYPE      REASON       OBJECT                  MESSAGE\n"
+        "2m          Warning   OOMKilling   node/gpu-node-7         Memory cgroup out of memory: "
+        "Killed process 44121 (python3) total-vm:182334220kB, anon-rss:160112340kB\n"
+    )
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_pids) == ("resource-exhausted", (44121,))
+
+
 def test_sacct_saying_out_of_memory_is_the_cause(tmp_path: Path) -> None:
     text = (
         "JobID           JobName  Partition    Account  AllocCPUS      State ExitCode NodeList\n"

@@ -72,6 +72,16 @@ def test_airflows_task_log_prefix_is_stripped(stamp: str) -> None:
     assert hint.time is not None
 
 
+@pytest.mark.parametrize(
+    "head", ["2024-07-01 10:00:01,402 ERROR ", "2024-07-01 10:00:01,402 - train.loop - ERROR - "]
+)
+def test_python_loggings_usual_formats_are_stripped(head: str) -> None:
+    text, hint = strip_prefixes(head + "[rank 5] Training step failed")
+    assert text == "Training step failed"
+    assert hint.rank == 5
+    assert hint.time is not None
+
+
 def test_collector_timestamps_are_stripped_and_kept() -> None:
     text, hint = strip_prefixes(
         "[2026-04-22 21:34:20] host:1:2 [0] misc/shmutils.cc:88 NCCL WARN Error"
