@@ -61,7 +61,9 @@ _VLLM = re.compile(
 """vLLM's logger: ``ERROR 11-24 02:11:09 [core.py:396] `` (``llm_engine.py:161] `` before
 0.8); its time has no year."""
 _LEVEL_WORDS = ("INFO ", "WARNING ", "ERROR ", "DEBUG ", "CRITICAL ")
-_STAMP = r"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[.,](\d+))?"
+_DATETIME = r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[.,](\d+))?"
+"""A logger's date and time, and its fraction of a second."""
+_STAMP = r"\[" + _DATETIME
 _PARALLEL = r"(?: (?:TP|DP|PP|EP)\d+)"
 """sglang's parallel ranks after its time (`` TP5``, `` DP1 TP3``)."""
 FRAMEWORK_PREFIX = re.compile(f"{_VLLM.pattern}|{_STAMP}{_PARALLEL}+\\]\\s")
@@ -71,21 +73,18 @@ _SKYPILOT = re.compile(r"\([\w.\-]+, rank=\d+, pid=\d+(?:, ip=[\d.]+)?\)\s")
 """SkyPilot's ``(worker1, rank=1, pid=2311, ip=10.0.0.5) ``: the node's rank and the pid of
 its task's shell, not of the process that wrote the line (which is not kept)."""
 _ISO = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(?:Z|[+-]\d\d:?\d\d)\s")
-_LOGURU = re.compile(
-    r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.(\d+))? \| [A-Z]+ *\| [\w.<>\-]+:[\w.<>\-]+:\d+ - "
-)
-"""loguru's default format (``2024-06-11 09:12:44.902 | ERROR    | pkg.mod:func:240 - ``)."""
 _AIRFLOW = re.compile(
     r"\[(\d{4}-\d\d-\d\d)(?:, |[ T])(\d\d:\d\d:\d\d)(?:[.,](\d+))?(?: [A-Z]{2,5}| ?[+-]\d\d:?\d\d)?\] "
     r"\{[\w.\-]+:\d+\} [A-Z]+ - "
 )
 """Airflow's task log (``[2024-05-14, 03:12:40 UTC] {subprocess.py:93} INFO - ``; before 2.6
 ``[2023-01-05T10:44:37.355+0000]``): a job launched from a DAG has each line behind it."""
-_STDLIB = re.compile(
-    r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[.,](\d+))? (?:- [\w.\-]+ - )?"
-    r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL) (?:- )?"
+_LOGGER_HEAD = re.compile(
+    _DATETIME + r" (?:\| [A-Z]+ *\| [\w.<>\-]+:[\w.<>\-]+:\d+ - "
+    r"|(?:- [\w.\-]+ - )?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL) (?:- )?)"
 )
-"""Python logging's usual formats: ``%(asctime)s %(levelname)s %(message)s`` and
+"""A Python logger's time and level: loguru's default format (``2024-06-11 09:12:44.902 |
+ERROR    | pkg.mod:func:240 - ``), logging's ``%(asctime)s %(levelname)s %(message)s`` and
 ``%(asctime)s - %(name)s - %(levelname)s - %(message)s``."""
 _BRACKET_TIME = re.compile(f"{_STAMP}({_PARALLEL}*)\\]\\s")
 """``[2024-05-01 12:00:00] `` (CI, NCCL 2.26+), or sglang's ``[2025-02-24 14:09:34 TP5] ``
@@ -532,7 +531,7 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
             elif m := _SKYPILOT.match(text):
                 text = text[m.end() :]
         elif text[:1].isdigit():
-            if m := _LOGURU.match(text) or _STDLIB.match(text):
+            if m := _LOGGER_HEAD.match(text):
                 hint = _with(hint, time=_epoch(m.group(1), m.group(2)))
                 text = text[m.end() :]
             elif m := _ISO.match(text):
