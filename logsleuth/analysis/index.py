@@ -228,6 +228,15 @@ class EvidenceIndex:
             found = self.procs[stream] = Proc(host=stream[0], pid=stream[1])
         return found
 
+    def named_ranks(self) -> set[int]:
+        """The global ranks the evidence names: a line's prefix, or a process's identity."""
+        found = self.derived.get("named_ranks")
+        if not isinstance(found, set):
+            named = {e.origin.rank for events in self.by_type.values() for e in events}
+            named |= {p.rank for p in self.procs.values()}
+            found = self.derived["named_ranks"] = {r for r in named if r is not None}
+        return found
+
     def rank_of(self, host: str | None, pid: int | None) -> int | None:
         """Return the global rank of the process (host, pid), if known."""
         found = self.procs.get((host, pid))

@@ -749,10 +749,10 @@ class CollectiveTimeout(Rule):
 
     @staticmethod
     def _silent_ranks(index: EvidenceIndex, reporting: set[int]) -> list[int]:
-        """Ranks that wrote to the same launcher log but did not time out while the others did."""
+        """Ranks the evidence names (a line, a process) that did not time out while the others did."""
         if len(reporting) < 2:
             return []
-        seen = {e.origin.rank for e in index.torch if e.origin.rank is not None}
+        seen = set(index.named_ranks())
         world = index.world_size
         if world is not None:
             # Every rank of the world counts as seen when nearly all of them reported.

@@ -164,9 +164,13 @@ class ProcessDied(Rule):
             " The excerpt does not say which rank printed it (no launcher prefix such as "
             "[rank3]:); its peers' timeouts and connection errors would follow from it."
         )
+        severity, confidence = "error", 0.5
         if rank is None and pid is None and not host:
             rank, waiting = _lone_silent_rank(index)
             if rank is not None:
+                # Placed: the death of the rank the others wait for is the cause, as a
+                # prefixed traceback's is (it outranks "rank N never entered ...").
+                severity, confidence = "critical", 0.7
                 placed = (
                     f" No prefix says which rank printed it, but ranks {format_ranks(waiting)} "
                     f"report waiting in a collective and rank {rank}, also in the evidence, "
@@ -177,7 +181,7 @@ class ProcessDied(Rule):
         if pid is not None:
             who += f" (pid {pid}{f' on {host}' if host else ''})"
         return self.finding(
-            severity="error",
+            severity=severity,
             title=f"{who} raised {first.exc_type}"
             + (f" at {where[2]} ({where[0]}:{where[1]})" if where else ""),
             detail=f"{first.exc_type}: {first.exc_message or ''}".rstrip(":. ") + "." + placed,
@@ -185,7 +189,7 @@ class ProcessDied(Rule):
             ranks=[rank] if rank is not None else [],
             hosts=[host] if host else [],
             pids=[pid] if pid is not None else [],
-            confidence=0.5,
+            confidence=confidence,
             next_steps=(
                 *_advice(first),
                 "Find which rank printed this traceback (run with torchrun --tee 3 or "
@@ -387,9 +391,7 @@ def _lone_silent_rank(index: EvidenceIndex) -> tuple[int | None, list[int]]:
     if index.world_size:
         others = set(absent_ranks(index.world_size, waiting, 1) or ())
     else:
-        named = {e.origin.rank for events in index.by_type.values() for e in events}
-        named |= {p.rank for p in index.procs.values()}
-        others = {r for r in named if r is not None} - waiting
+        others = index.named_ranks() - waiting
     lone = sorted(others)
     return (lone[0], sorted(waiting)) if len(lone) == 1 else (None, sorted(waiting))
 
