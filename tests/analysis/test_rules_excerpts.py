@@ -482,17 +482,18 @@ def test_a_per_process_files_name_gives_its_traceback_a_rank(tmp_path: Path) -> 
     assert (verdict.kind, verdict.culprit_ranks) == ("cuda-error", (2,))
 
 
+_BARE_TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    '  File "train.py", line 266, in main\n'
+    "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+)
+"""A traceback no prefix places."""
+
+
 def test_a_file_named_for_a_rank_that_holds_other_ranks_lines_names_nobody(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "rank0.log").write_text(
-        "[rank1]:[E611 09:22:45.331402 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught "
-        "collective operation timeout: WorkNCCL(SeqNum=48, OpType=ALLREDUCE, NumelIn=1, "
-        "NumelOut=1, Timeout(ms)=600000) ran for 600051 milliseconds before timing out.\n"
-        "Traceback (most recent call last):\n"
-        '  File "train.py", line 266, in main\n'
-        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
-    )
+    (tmp_path / "rank0.log").write_text(_TIMEOUT.format(rank=1) + _BARE_TRACEBACK)
     verdict = analyze([str(tmp_path)]).diagnosis.verdict
     assert verdict.kind == "cuda-error"
     assert 0 not in verdict.culprit_ranks
@@ -538,15 +539,7 @@ def test_a_bare_traceback_after_a_launcher_tagged_line_is_not_that_ranks(
     tmp_path: Path,
 ) -> None:
     # torch's excepthook tags every line rank 1 writes: a bare traceback is someone else's.
-    text = (
-        "[rank1]:[E611 09:22:45.331402 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught "
-        "collective operation timeout: WorkNCCL(SeqNum=48, OpType=ALLREDUCE, NumelIn=1, "
-        "NumelOut=1, Timeout(ms)=600000) ran for 600051 milliseconds before timing out.\n"
-        "Traceback (most recent call last):\n"
-        '  File "train.py", line 266, in main\n'
-        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
-    )
-    verdict = _verdict(tmp_path, text)
+    verdict = _verdict(tmp_path, _TIMEOUT.format(rank=1) + _BARE_TRACEBACK)
     assert verdict.kind == "cuda-error"
     assert 1 not in verdict.culprit_ranks
 
@@ -578,33 +571,26 @@ def test_richs_boxed_traceback_reads_as_a_traceback(tmp_path: Path) -> None:
     assert result.diagnosis.inputs[0].unrecognized == 0
 
 
+_UNDESTROYED = (
+    "[rank{rank}]:[W1104 11:20:05.201 ProcessGroupNCCL.cpp:1250] Warning: WARNING: process "
+    "group has NOT been destroyed before we destruct ProcessGroupNCCL.\n"
+)
+"""A line that shows the rank is in the evidence, and says nothing of its fate."""
+
+
 def test_an_unplaced_death_is_the_one_rank_not_waiting(tmp_path: Path) -> None:
     # Ranks 0, 2 and 3 time out; rank 1 is in the evidence and does not: the traceback
     # no prefix places is rank 1's.
-    timeouts = "".join(
-        f"[rank{r}]:[E1104 11:30:05.771 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught "
-        "collective operation timeout: WorkNCCL(SeqNum=2231, OpType=ALLREDUCE, NumelIn=8, "
-        "NumelOut=8, Timeout(ms)=600000) ran for 600031 milliseconds before timing out.\n"
-        for r in (0, 2, 3)
-    )
-    (tmp_path / "ticket.log").write_text(
-        "[rank1]:[W1104 11:20:05.201 ProcessGroupNCCL.cpp:1250] Warning: WARNING: process group "
-        "has NOT been destroyed before we destruct ProcessGroupNCCL.\n" + RICH + timeouts,
-        encoding="utf-8",
-    )
+    timeouts = "".join(_TIMEOUT.format(rank=r) for r in (0, 2, 3))
+    (tmp_path / "ticket.log").write_text(_UNDESTROYED.format(rank=1) + RICH + timeouts)
     verdict = analyze([str(tmp_path)]).diagnosis.verdict
     assert (verdict.kind, verdict.culprit_ranks) == ("process-died", (1,))
 
 
 def test_an_unplaced_death_with_two_ranks_not_waiting_names_neither(tmp_path: Path) -> None:
-    lines = "".join(f"[rank{r}]: step 370\n" for r in (1, 4)) + RICH
-    lines += "".join(
-        f"[rank{r}]:[E1104 11:30:05.771 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught "
-        "collective operation timeout: WorkNCCL(SeqNum=2231, OpType=ALLREDUCE, NumelIn=8, "
-        "NumelOut=8, Timeout(ms)=600000) ran for 600031 milliseconds before timing out.\n"
-        for r in (0, 2, 3)
-    )
-    (tmp_path / "ticket.log").write_text(lines, encoding="utf-8")
+    lines = "".join(_UNDESTROYED.format(rank=r) for r in (1, 4)) + RICH
+    lines += "".join(_TIMEOUT.format(rank=r) for r in (0, 2))
+    (tmp_path / "ticket.log").write_text(lines)
     verdict = analyze([str(tmp_path)]).diagnosis.verdict
     assert verdict.kind == "process-died"
     assert verdict.culprit_ranks == ()
