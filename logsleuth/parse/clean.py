@@ -263,15 +263,35 @@ def detect_word_wrap(sample: Sequence[str]) -> int | None:
     the next piece neither begins a line of its own nor looks like the line before it
     (a log of similar lines of one length is no wrap).
     """
-    widest = _widest(sample)
-    if widest is None:
-        return None
-    lengths, width = widest
-    long = [i for i, n in enumerate(lengths) if n >= width - 20 and i + 1 < len(sample)]
-    breaks = [i for i in long if word_wrapped(sample[i], sample[i + 1], width)]
-    # A hard wrap breaks only pieces of the full width; a word wrap breaks shorter ones too.
-    shorter = any(lengths[i] < width for i in breaks)
-    return width if shorter and len(breaks) >= 2 and len(breaks) * 2 >= len(long) else None
+    lengths = [len(line) for line in sample]
+    for width in _word_wrap_widths(lengths):
+        long = [
+            i for i, n in enumerate(lengths) if width - 20 <= n <= width and i + 1 < len(sample)
+        ]
+        breaks = [i for i in long if word_wrapped(sample[i], sample[i + 1], width)]
+        # A hard wrap breaks only pieces of the full width; a word wrap breaks shorter ones.
+        shorter = any(lengths[i] < width for i in breaks)
+        if shorter and len(breaks) >= 2 and len(breaks) * 2 >= len(long):
+            return width
+    return None
+
+
+_UNWRAPPED_SHARE = 20
+"""At most one line in this many may be longer than a word wrap's width: text the paster
+typed around what the wrap cut (a ticket's prose above the wrapped log)."""
+
+
+def _word_wrap_widths(lengths: Sequence[int]) -> list[int]:
+    """The widths a word wrap may have had: the longest line's, then, while few lines are
+    longer, each shorter length (longest first, at most three tries)."""
+    allowed = max(1, sum(1 for n in lengths if n) // _UNWRAPPED_SHARE)
+    widths: list[int] = []
+    for width in sorted(set(lengths), reverse=True):
+        if len(widths) == 3 or sum(1 for n in lengths if n > width) > allowed:
+            break
+        if _WRAP_MIN <= width <= _WRAP_MAX:
+            widths.append(width)
+    return widths
 
 
 def word_wrapped(line: str, after: str, width: int) -> bool:
@@ -279,6 +299,8 @@ def word_wrapped(line: str, after: str, width: int) -> bool:
     word = after.split(" ", 1)[0]
     return (
         bool(word)
+        and len(line) <= width
+        and line[-1:] not in _FRAME_CHARS  # a box's line ends in its frame
         and not line[-1:].isspace()
         and len(line) + 1 + len(word) > width
         and not begins_line(after)

@@ -234,6 +234,19 @@ def test_a_word_wrap_that_dropped_its_blanks_reads_as_the_whole_lines(width: int
     assert got == [(n, 1580, "ALLREDUCE") for n in firsts]
 
 
+def test_a_word_wrap_reads_beside_a_longer_line_the_paster_typed() -> None:
+    # A forum post: the log was reflowed at 72 columns, the sentence above it was not.
+    prose = "Training hangs at the start of epoch 2 on 4 GPUs (single node). After 10 minutes:"
+    pieces = [piece for line in WHOLE[:3] for piece in textwrap.wrap(line, 72)]
+    assert len(prose) > max(len(p) for p in pieces)
+    result = read("\n".join([prose, "", *pieces]) + "\n")
+    assert result.summary.unrecognized == 1  # the sentence, as typed
+    timeouts = [e for e in result.events if isinstance(e, WatchdogTimeout)]
+    assert [(e.rank, e.seq, e.op_type) for e in timeouts] == [
+        (r, 1580, "ALLREDUCE") for r in range(3)
+    ]
+
+
 def test_a_word_wrap_that_kept_its_blanks_is_no_hard_wrap() -> None:
     # fold -s: every piece ends in the blank it broke at, and the longest pieces of four
     # similar messages share one length; that is no terminal's width.
