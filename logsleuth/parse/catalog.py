@@ -83,6 +83,9 @@ class CatalogEntry:
     head: str = ""
     subsystems: tuple[str, ...] = ()
     """The NCCL debug subsystems an INFO/TRACE message is printed under (``INIT``, ``NVLS``)."""
+    names: tuple[str, ...] = ()
+    """The name the format gives each value (``{local_rank}``, ``%(pid)s``, ``(?P<rank>..)``;
+    ``""`` for an unnamed ``%d`` or ``{}``), in the order of :attr:`CatalogMatch.fields`."""
 
 
 PREFIX = "PREFIX"
@@ -430,7 +433,8 @@ def _index_words(source: str) -> frozenset[str]:
     alternatives count; one with none is tried on every line.
     """
     if not source.startswith("re:"):
-        return frozenset(_WORD.findall(source))
+        # A field's name (``{last_return_code}``) is no text of the line: only literals count.
+        return frozenset(_WORD.findall(_PLACEHOLDER.sub(" ", source)))
     # Escapes, classes and repeats are cut out; a word touching a cut is only part of a word.
     # (\b is a word boundary: the word beside it is whole.)
     body = re.sub(r"\\.|\[[^\]]*\]|\{[^}]*\}", "\x00", source[3:].replace("\\b", " "))
@@ -494,7 +498,32 @@ def _entry(
         anchor=max(pieces, key=len),
         head=_head(_BLANKS.sub(" ", pieces[0])) if pieces[0] else "",
         subsystems=_subsystems(row.get("subsys", "")) if kind == "nccl" else (),
+        names=_field_names(source),
     )
+
+
+_NAMED = re.compile(r"\{([A-Za-z_][\w.]*)(?:[!:][^{}]*)?\}|%\(([A-Za-z_]\w*)\)")
+"""A placeholder that names its value: ``{name}``, ``{obj.name:spec}``, ``%(name)s``."""
+
+
+def _field_names(source: str) -> tuple[str, ...]:
+    """The name of each value a format captures (see :attr:`CatalogEntry.names`).
+
+    An attribute (``{self._rank}``) is named by its last part, without leading underscores.
+    """
+    if source.startswith("re:"):
+        try:
+            pattern = re.compile(source[3:])
+        except re.error:
+            return ()
+        by_number = {number: name for name, number in pattern.groupindex.items()}
+        return tuple(by_number.get(i, "") for i in range(1, pattern.groups + 1))
+    names: list[str] = []
+    for found in _PLACEHOLDER.finditer(source):
+        named = _NAMED.fullmatch(found.group())
+        name = (named.group(1) or named.group(2)) if named else ""
+        names.append(name.rsplit(".", 1)[-1].lstrip("_"))
+    return tuple(names)
 
 
 def _subsystems(flags: str) -> tuple[str, ...]:

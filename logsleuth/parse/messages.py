@@ -69,7 +69,10 @@ def message_event(
     label = text[: match.start].strip()
     message = match.restored or text[match.start :].strip()
     origin, rank = _origin(label, message, hint)
-    names = [f"arg{i}" for i in range(len(match.fields))]
+    named = match.entry.names
+    names = [
+        named[i] if i < len(named) and named[i] else f"arg{i}" for i in range(len(match.fields))
+    ]
     return LogMessage(
         ref=ref,
         text=raw,

@@ -191,3 +191,26 @@ def test_catalog_entries_come_from_all_three_files() -> None:
     kinds = {entry.id.split(":")[0] for entry in load_catalog().entries}
     assert kinds == {"nccl", "torch", "extra"}
     assert Path(grammar_path("catalogs/extra-messages.tsv")).is_file()
+
+
+def test_a_message_is_found_by_its_literal_words_not_its_field_names() -> None:
+    # DeepSpeed's "{cmd} exits with return code = {last_return_code}": the line holds the
+    # words of the format, never the names of its fields.
+    line = "['/usr/bin/python3', '-u', 'train.py', '--local_rank=2'] exits with return code = -9"
+    (event,) = _read(line)
+    assert isinstance(event, LogMessage)
+    assert (event.family, event.level) == ("deepspeed", "ERROR")
+    # The values are named as the format names them.
+    assert dict(event.fields)["last_return_code"] == "-9"
+
+
+def test_no_catalog_message_needs_its_field_names_in_the_line() -> None:
+    catalog = load_catalog()
+    needing = [
+        entry.fmt
+        for entry in catalog.entries
+        if not entry.fmt.startswith("re:")
+        and any(name and name in catalog._by_id[entry.id].words for name in entry.names)
+        and not any(name in re.sub(r"\{[^{}]*\}", " ", entry.fmt) for name in entry.names if name)
+    ]
+    assert needing == []
