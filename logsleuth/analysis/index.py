@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict, deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from logsleuth.model.base import Event, InputSummary, rank_in_file_name
-from logsleuth.model.bundle import BundleManifest
+from logsleuth.model.bundle import BundleManifest, RankEntry
 from logsleuth.model.messages import LogMessage
 from logsleuth.model.nccl import (
     NcclChannelConnect,
@@ -168,6 +168,8 @@ class EvidenceIndex:
     by_type: dict[type[Event], list[Event]] = field(default_factory=dict)
     truncated_sources: set[str] = field(default_factory=set)
     world_size: int | None = None
+    layout: dict[tuple[str, int], int] = field(default_factory=dict)
+    """(host, local rank) -> global rank, as a launcher printed its workers' placement."""
     derived: dict[str, object] = field(default_factory=dict, repr=False, compare=False)
     """Facts derived from the whole index once and shared by the rules (the wait-for graph)."""
     _by_rank: dict[int, Proc] | None = field(default=None, repr=False, compare=False)
@@ -258,6 +260,21 @@ class EvidenceIndex:
             matches = {rank for _, rank in candidates}
         return matches.pop() if len(matches) == 1 else None
 
+    def rank_at(self, host: str | None, local_rank: int) -> int | None:
+        """Return the global rank of local rank ``local_rank`` on ``host``, if known: from a
+        launcher's placement of its workers, or a process of that host that logged both."""
+        if host is None:
+            return None
+        placed = self.layout.get((host, local_rank))
+        if placed is not None:
+            return placed
+        ranks = {
+            p.rank
+            for p in self.procs.values()
+            if p.host == host and p.local_rank == local_rank and p.rank is not None
+        }
+        return ranks.pop() if len(ranks) == 1 else None
+
     def proc_of_rank(self, rank: int) -> Proc | None:
         """Return the best-known process record of global ``rank`` (NCCL streams first).
 
@@ -344,6 +361,7 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
     comm_of: dict[tuple[str | None, int | None, str], str] = {}
     inits: list[NcclCommInit] = []
     first_connect: dict[Stream, NcclChannelConnect | NcclConnectRun] = {}
+    shared: set[Stream] = set()
     order = {"prefix": 5, "world-comm": 4, "manifest": 3, "summary": 2, "file-name": 1}
 
     by_type = index.by_type
@@ -377,6 +395,8 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
                 proc.devices.add(origin.dev)
             if origin.rank is not None:
                 _set_rank(proc, origin.rank, "prefix", order["prefix"])
+                if origin.pid is None and proc.rank != origin.rank:
+                    shared.add(stream)
             if origin.local_rank is not None:
                 proc.local_rank = origin.local_rank
         if cls is NcclCollective:
@@ -409,6 +429,12 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
         elif type(event).__module__.endswith("model.torch") and not isinstance(event, ChildFailure):
             index.torch.append(event)
 
+    # A host named without a pid (``worker-0: [rank1]:...``, pdsh) whose lines name several
+    # ranks is several processes: no one of those ranks is its.
+    for stream in shared:
+        proc = index.procs[stream]
+        if proc.rank_source == "prefix":
+            proc.rank = proc.rank_source = None
     for proc in index.procs.values():
         if type(proc.first_line) is NcclConnectRun:
             proc.first_line = proc.first_line.connect(0)
@@ -456,6 +482,17 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
                 )
         if index.world_size is None and manifest.ranks:
             index.world_size = len(manifest.ranks)
+    placed: set[int] = set()
+    for entry in _placements(index.all_of(LogMessage)):
+        placed.add(entry.rank)
+        if entry.host is not None and entry.local_rank is not None:
+            index.layout.setdefault((entry.host, entry.local_rank), entry.rank)
+        for proc in [p for _, p in by_pid.get(entry.pid, ())] if entry.pid is not None else ():
+            _set_rank(proc, entry.rank, "summary", order["summary"])
+            proc.host = proc.host or entry.host
+            proc.local_rank = entry.local_rank if proc.local_rank is None else proc.local_rank
+    if index.world_size is None and placed and placed == set(range(len(placed))):
+        index.world_size = len(placed)  # a launcher placed every rank of the world
     for failure in index.failures:
         if failure.pid is None or failure.rank is None:
             continue
@@ -580,3 +617,35 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
                 else:
                     state.connected.add(stream)
     return index
+
+
+_HOST_RANKS = re.compile(r"""['"]([^'"]+)['"]: \[([\d, ]*)\]""")
+"""One host's global ranks in a printed Python dict (``'worker-1': [4, 5, 6, 7]``)."""
+
+
+def _placements(messages: Sequence[LogMessage]) -> Iterator[RankEntry]:
+    """Read where a launcher placed its workers from the messages whose catalog fields say it.
+
+    DeepSpeed's launcher prints ``global_rank_mapping`` (host -> global ranks, in local rank
+    order); a message with ``rank`` and ``local_rank`` fields (Ray Train's worker table:
+    ``(ip=10.0.1.7, pid=9921) world_rank=2, local_rank=0``) names one worker.
+    """
+    for message in messages:
+        if not message.fields:
+            continue
+        values = dict(message.fields)
+        mapping = values.get("global_rank_mapping")
+        if mapping is not None:
+            for host, listed in _HOST_RANKS.findall(mapping):
+                for position, number in enumerate(re.findall(r"\d{1,7}", listed)):
+                    yield RankEntry(rank=int(number), pid=None, host=host, local_rank=position)
+            continue
+        rank, local = values.get("rank", ""), values.get("local_rank", "")
+        if rank.isdigit() and local.isdigit() and len(rank) <= 7 and len(local) <= 7:
+            pid = values.get("pid", "")
+            yield RankEntry(
+                rank=int(rank),
+                pid=int(pid) if pid.isdigit() and len(pid) <= 9 else None,
+                host=values.get("host") or message.origin.host,
+                local_rank=int(local),
+            )

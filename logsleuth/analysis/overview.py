@@ -265,7 +265,7 @@ def build_timeline(index: EvidenceIndex) -> tuple[FirstError, ...]:
         earliest = members[0][1]
         times = [m[1].origin.time for m in members if m[1].origin.time is not None]
         ranks = {m[2] for m in members if m[2] is not None}
-        hosts = {h for m in members if (h := m[1].origin.host)}
+        hosts = {h for m in members if (h := host_of_event(index, m[1]))}
         entries.append(
             (
                 members[0][0],

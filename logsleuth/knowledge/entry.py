@@ -17,10 +17,11 @@ SIDES = ("self", "peer", "host", "none")
 """Who the culprit is: the writer's own process, the peer the message names (an address or a
 rank), the writer's host (a node-wide resource), or nobody in particular."""
 
-GROUPS = ("peer", "rank", "ranks", "host", "pid")
+GROUPS = ("peer", "rank", "ranks", "host", "pid", "local_rank")
 """Named groups a pattern may capture to say which peer, rank, host or process the message
 names (``ranks``: several ranks, the numbers in the captured text; ``pid``: the process a
-line about a host names, as the OOM killer's victim)."""
+line about a host names, as the OOM killer's victim; ``local_rank``: the worker a launcher's
+line names by its place on the launcher's host)."""
 
 DEFAULT_SEVERITY = {"cause": "critical", "symptom": "error", "internal": "error", "benign": "info"}
 

@@ -38,10 +38,13 @@ MPI_TAG = re.compile(r"\[\d+,(?:mpirank:)?(\d+)(?:,([\w.\-]+))?\]<(?:stdout|stde
 the host too (``[1,mpirank:3,algo-2]<stderr>:``)."""
 _RAY = re.compile(
     r"\((?:(?P<name>[\w.]+)(?: rank=(?P<rank>\d+)| (?P<tag>TP\w*))? )?pid=(?P<pid>\d+)"
-    r"(?:, ip=[\d.]+)?\)\s"
+    r"(?:, ip=(?P<ip>[\d.]+))?\)\s"
+    r"|\((?P<daemon>raylet|gcs_server|autoscaler|monitor|dashboard_agent), ip=(?P<at>[\d.]+)\)\s"
 )
 """A worker process's tag: Ray's ``(RayWorkerWrapper pid=1019, ip=...)``, vLLM's
-``(VllmWorker rank=1 pid=2302)``, ``(VllmWorker TP1 pid=..)``, ``(Worker_TP1 pid=..)``."""
+``(VllmWorker rank=1 pid=2302)``, ``(VllmWorker TP1 pid=..)``, ``(Worker_TP1 pid=..)``; or a
+Ray daemon's lines forwarded to the driver (``(raylet, ip=10.0.1.7)``). The address is the
+node's."""
 _TP_NAME = re.compile(r"^(?!.*(?:^|_)(?:PP|DP)\d)\w*?(?:^|_)TP(\d+)(?:_EP\d+)?$")
 """A process named for its tensor-parallel rank alone (``Worker_TP1``, ``TP1``, sglang's
 ``TP5 EP5``): that is its rank (not with pipeline stages or data-parallel replicas,
@@ -87,6 +90,11 @@ _LOGGER_HEAD = re.compile(
 ERROR    | pkg.mod:func:240 - ``), logging's ``%(asctime)s %(levelname)s %(message)s`` and
 ``%(asctime)s - %(name)s - %(levelname)s - %(message)s``."""
 _BRACKET_TIME = re.compile(f"{_STAMP}({_PARALLEL}*)\\]\\s")
+_DEEPSPEED_HEAD = re.compile(
+    r"\[(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\] \[[\w.\-]+\.py:\d+:[\w<>.]+\] "
+)
+"""The level and code location DeepSpeed's logger puts after its time (``[2024-05-02
+10:27:10,778] [ERROR] [launch.py:321:sigkill_handler] ``); the time is read as a stamp."""
 """``[2024-05-01 12:00:00] `` (CI, NCCL 2.26+), or sglang's ``[2025-02-24 14:09:34 TP5] ``
 with the process's parallel ranks."""
 # "aws logs tail" writes "<ISO time> <log stream> <message>"; stream names hold a '/'.
@@ -389,7 +397,7 @@ def detect_numbering(sample: Sequence[str]) -> str | None:
             hostlike = not any(_NCCL_WRITER.search(m.string) for m in found) and all(
                 any(c.isdigit() for c in label) for label in labels
             )
-            if (echoed or hostlike) and len(labels) * 4 <= len(found):
+            if (echoed or hostlike) and len(labels) * 3 <= len(found):
                 return name
             continue
         values = [int(n) for n in numbers]
@@ -540,11 +548,16 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
                 if m.group(3) and (tp := _tp_rank(m.group(3))) is not None:
                     hint = _with(hint, rank=tp)
                 text = text[m.end() :]
-            elif m := _KUBECTL.match(text):
+            elif m := (_KUBECTL.match(text) or _DEEPSPEED_HEAD.match(text)):
                 text = text[m.end() :]
         elif text.startswith("("):
-            if m := _RAY.match(text):
+            if (m := _RAY.match(text)) and m.group("daemon"):
+                hint = _with(hint, host=m.group("at"))
+                text = text[m.end() :]
+            elif m:
                 hint = _with(hint, pid=int(m.group("pid")))
+                if m.group("ip"):
+                    hint = _with(hint, host=m.group("ip"))
                 rank = m.group("rank")
                 tp = _tp_rank(m.group("tag") or m.group("name") or "")
                 if rank is not None or tp is not None:

@@ -594,3 +594,61 @@ def test_an_unplaced_death_with_two_ranks_not_waiting_names_neither(tmp_path: Pa
     verdict = analyze([str(tmp_path)]).diagnosis.verdict
     assert verdict.kind == "process-died"
     assert verdict.culprit_ranks == ()
+
+
+_DEEPSPEED = """\
+worker-1: [2024-05-02 10:02:14,610] [INFO] [launch.py:162:main] global_rank_mapping=defaultdict(<class 'list'>, {'worker-0': [0, 1, 2, 3], 'worker-1': [4, 5, 6, 7]})
+worker-0: [2024-05-02 10:20:44,001] [INFO] [logging.py:96:log_dist] [Rank 0] step=200, skipped=0, lr=[2.9e-05], mom=[(0.9, 0.95)]
+worker-1: [2024-05-02 10:27:10,775] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 33471
+worker-1: [2024-05-02 10:27:10,778] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python3', '-u', 'train.py', '--local_rank=2', '--deepspeed', 'ds_config.json'] exits with return code = -9
+worker-0: [rank1]:[E502 10:57:11.404418 33402 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4822, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=1800000) ran for 1800096 milliseconds before timing out.
+worker-0: [rank3]:[E502 10:57:11.404911 33404 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4822, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=1800000) ran for 1800097 milliseconds before timing out.
+"""
+"""DeepSpeed's multi-node launcher (pdsh prefixes each line with its host): a worker of
+worker-1 is SIGKILLed, the ranks of worker-0 time out half an hour later."""
+
+
+def test_deepspeeds_launcher_names_the_worker_it_saw_die(tmp_path: Path) -> None:
+    verdict = _verdict(tmp_path, _DEEPSPEED)
+    assert verdict.kind == "process-died"
+    # Local rank 2 of worker-1, placed as global rank 6 by the launcher's mapping.
+    assert (verdict.culprit_ranks, verdict.culprit_hosts) == ((6,), ("worker-1",))
+
+
+def test_without_the_mapping_the_dead_worker_is_named_by_its_host(tmp_path: Path) -> None:
+    killing = _DEEPSPEED.splitlines(keepends=True)[2]
+    verdict = _verdict(tmp_path, killing + _DEEPSPEED.split("\n", 1)[1])
+    assert verdict.kind == "process-died"
+    assert (verdict.culprit_ranks, verdict.culprit_hosts) == ((), ("worker-1",))
+
+
+def test_a_host_label_over_several_ranks_lines_is_not_one_rank(tmp_path: Path) -> None:
+    # pdsh names the host, not the process: worker-0's lines are ranks 0, 1 and 3.
+    (tmp_path / "ticket.log").write_text(_DEEPSPEED, encoding="utf-8")
+    diagnosis = analyze([str(tmp_path)]).diagnosis
+    (row,) = [f for f in diagnosis.timeline if f.kind == "watchdog timeout"]
+    assert (row.ranks, row.hosts) == ("1,3", ("worker-0",))
+
+
+_RAY_OOM = """\
+(TorchTrainer pid=31552) Started distributed worker processes:
+(TorchTrainer pid=31552) - (node_id=8c4f, ip=10.0.1.5, pid=31660) world_rank=0, local_rank=0, node_rank=0
+(TorchTrainer pid=31552) - (node_id=8c4f, ip=10.0.1.5, pid=31661) world_rank=1, local_rank=1, node_rank=0
+(TorchTrainer pid=31552) - (node_id=1a2b, ip=10.0.1.7, pid=9921) world_rank=2, local_rank=0, node_rank=1
+(TorchTrainer pid=31552) - (node_id=1a2b, ip=10.0.1.7, pid=9922) world_rank=3, local_rank=1, node_rank=1
+(raylet, ip=10.0.1.7) [2024-11-23 16:04:51,332 E 9801 9801] (raylet) node_manager.cc:3065: 1 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 1a2b3c4d5e6f, IP: 10.0.1.7) over the last time period.
+(RayTrainWorker pid=31660) [rank0]:[E1123 16:34:52.118222 31702 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7712, OpType=ALLREDUCE, NumelIn=65536, NumelOut=65536, Timeout(ms)=1800000) ran for 1800071 milliseconds before timing out.
+"""
+
+
+def test_rays_memory_monitor_names_the_node_it_killed_workers_on(tmp_path: Path) -> None:
+    verdict = _verdict(tmp_path, _RAY_OOM)
+    assert (verdict.kind, verdict.culprit_hosts) == ("resource-exhausted", ("10.0.1.7",))
+
+
+def test_ray_trains_worker_table_places_each_rank(tmp_path: Path) -> None:
+    (tmp_path / "ticket.log").write_text(_RAY_OOM, encoding="utf-8")
+    diagnosis = analyze([str(tmp_path)]).diagnosis
+    assert diagnosis.job.world_size == 4
+    (row,) = [f for f in diagnosis.timeline if f.kind == "watchdog timeout"]
+    assert (row.ranks, row.hosts) == ("0", ("10.0.1.5",))

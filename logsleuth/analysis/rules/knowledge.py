@@ -239,7 +239,11 @@ class _KnowledgeRule(Rule):
         message = " ".join(group.texts[0].split())
         quote = message if len(message) <= _QUOTE else message[: _QUOTE - 3] + "..."
         blame = {
-            "self": f"The process that printed it is the culprit ({seen_on}).",
+            "self": (
+                f"The worker it names is the culprit: {group.named}."
+                if group.named
+                else f"The process that printed it is the culprit ({seen_on})."
+            ),
             "host": f"The fault is on the host ({', '.join(sorted(group.hosts)) or 'of the writer'}), not in one rank.",
             "peer": (
                 f"It points away from the writer: the culprit is {group.named}."
@@ -344,6 +348,16 @@ def _blame(index: EvidenceIndex, known: Known) -> tuple[list[int], list[str], li
         return (ranks if side == "self" else []), hosts, pids, ""
     if side == "self":
         ranks, hosts, pids = _writer(index, known.event)
+        local = known.hit.field("local_rank")
+        if local is not None and local.isdigit() and len(local) <= 7:
+            # A launcher's line about one of its workers (DeepSpeed's ``[... '--local_rank=2']
+            # exits with return code = -9``): that worker on the launcher's host, not the
+            # launcher, is the culprit.
+            on = hosts[0] if len(hosts) == 1 else None
+            rank = index.rank_at(on, int(local))
+            worker = f"local rank {local}" + (f" on {on}" if on else "")
+            worker += f" (rank {rank})" if rank is not None else ""
+            return ([rank] if rank is not None else []), hosts, [], worker
         return ranks, hosts, pids, ""
     if side == "host":
         _ranks, hosts, pids = _writer(index, known.event)
