@@ -88,6 +88,42 @@ def _rank_key(finding: Finding) -> tuple[int, int, float, bool, str, str]:
     )
 
 
+_DIED_OF = frozenset({"network-error", "transport-mismatch"})
+"""Kinds that rank after ``process-died`` (a dead peer makes the others' links fail), but that
+are what a rank died of when it printed one of its own before it died."""
+
+
+def _own_error_first(findings: list[Finding]) -> list[Finding]:
+    """Lead with the error a dead rank printed itself, not with its death.
+
+    When the lead says ranks R died and an equally severe finding blames exactly R for a
+    network error (UCX's ``Transport retry count exceeded`` on rank 5, then ``mpirun noticed
+    that process rank 5 ... exited on signal 6``), the error is why R died: it leads, and
+    the death corroborates it.
+    """
+    if not findings or findings[0].kind != "process-died" or not findings[0].ranks:
+        return findings
+    death = findings[0]
+    own = next(
+        (
+            f
+            for f in findings[1:]
+            if f.kind in _DIED_OF and f.severity == death.severity and f.ranks == death.ranks
+        ),
+        None,
+    )
+    if own is None:
+        return findings
+    lead = replace(
+        own,
+        detail=f"{own.detail} The rank then died of it: {death.title.rstrip('.')}.",
+        hosts=own.hosts or death.hosts,
+        pids=own.pids or death.pids,
+        evidence=own.evidence + tuple(e for e in death.evidence[:2] if e not in own.evidence),
+    )
+    return [lead, *(f for f in findings if f is not own)]
+
+
 def _coverage(index: EvidenceIndex) -> float:
     """Share of the world's ranks we have any evidence from (1.0 when unknown)."""
     if not index.world_size:
@@ -476,6 +512,7 @@ def _diagnose(events: Sequence[Event], inputs: Sequence[InputSummary], version: 
                 findings.extend(rule().check(index))
     findings = _merge(findings)
     findings.sort(key=_rank_key)
+    findings = _own_error_first(findings)
     findings, led = _lead(_corroborate(findings), _coverage(index), _truncated_ranks(index))
     input_views = tuple(
         InputView(

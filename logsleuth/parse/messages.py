@@ -22,7 +22,9 @@ from logsleuth.parse.catalog import PREFIX, CatalogMatch, load_catalog
 _RANK = re.compile(r"\[(?:R|r)ank ?(\d{1,6})\]|^\s*(?:R|r)ank ?(\d{1,6}):")
 _PG_RANK = re.compile(r"\[PG ID (\d+) PG GUID [^\]]*? Rank (\d{1,6})\]")
 # "host:pid:tid" or "host:pid" left of a message (an NCCL-like prefix whose level is gone).
-_HOST_PID = re.compile(r"(?:^|\s)([A-Za-z][\w.\-]{0,62}):(\d{1,9})(?::(\d{1,9}))?(?=\s|$)")
+_HOST_PID = re.compile(r"(?:^|\s|\[)([A-Za-z][\w.\-]{0,62}):(\d{1,9})(?::(\d{1,9}))?(?=\s|$|\])")
+# A source file and line (``ib_mlx5_log.c:177``, UCX's and glog's prefixes) is no host:pid.
+_SOURCE_FILE = re.compile(r"\.(?:c|cc|cpp|cxx|cu|h|hpp|py|go|rs|java)$")
 _PID = re.compile(r"\bpid[=: ]\s*(\d{1,9})\b", re.IGNORECASE)
 # Syslog's writer left of a message (``gpu-h12 kernel:``, ``node7 sshd[812]:``), as kern.log
 # and ``journalctl -o short-monotonic`` print it, with or without the time before it.
@@ -47,7 +49,9 @@ def _origin(label: str, message: str, hint: Origin) -> tuple[Origin, int | None]
                 rank = int(pg.group(2))  # PG 0 is the default group: its ranks are global
     host, pid = hint.host, hint.pid
     if host is None and pid is None and label:
-        found = _HOST_PID.search(label)
+        found = next(
+            (m for m in _HOST_PID.finditer(label) if not _SOURCE_FILE.search(m.group(1))), None
+        )
         writer = _SYSLOG_WRITER.search(label) if found is None else None
         named = _HOST_LABEL.match(label) if found is None and writer is None else None
         if found is not None:

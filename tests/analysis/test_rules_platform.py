@@ -169,3 +169,79 @@ def test_ranks_that_completed_the_highest_work_are_not_stuck_in_it(tmp_path: Pat
 )
 def test_what_the_orchestrator_says_of_a_dead_worker(tmp_path: Path, text: str, kind: str) -> None:
     assert _verdict(tmp_path, text)[0] == kind
+
+
+_UCX_ABORT = """\
+[1,5]<stderr>:[1700712004.118302] [dgx-07:118844:0]       ib_mlx5_log.c:177  UCX  ERROR   Transport retry count exceeded on mlx5_2:1/IB (synd 0x15 vend 0x81 hw_synd 0/0)
+[1,5]<stderr>:[dgx-07:118844] *** Process received signal ***
+[1,5]<stderr>:[dgx-07:118844] Signal: Aborted (6)
+mpirun noticed that process rank 5 with PID 118844 on node dgx-07 exited on signal 6 (Aborted).
+"""
+
+
+def test_a_rank_that_aborts_after_its_own_network_error_died_of_that_error(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "job.log").write_text(_UCX_ABORT, encoding="utf-8")
+    diagnosis = analyze([str(tmp_path)]).diagnosis
+    verdict = diagnosis.verdict
+    # UCX's retry limit on rank 5 is why mpirun saw it abort: the error leads, the death
+    # corroborates it; UCX's prefix names the host and pid (not its source file and line).
+    assert verdict.kind == "network-error"
+    assert (verdict.culprit_ranks, verdict.culprit_hosts, verdict.culprit_pids) == (
+        (5,),
+        ("dgx-07",),
+        (118844,),
+    )
+    assert "exited on signal 6" in diagnosis.findings[0].detail
+    assert diagnosis.inputs[0].unrecognized == 0
+
+
+def test_open_mpis_handler_reports_a_crash_of_the_rank_itself(tmp_path: Path) -> None:
+    text = (
+        "[1,3]<stderr>:[gpu-b2:4411] *** Process received signal ***\n"
+        "[1,3]<stderr>:[gpu-b2:4411] Signal: Segmentation fault (11)\n"
+        "[1,3]<stderr>:[gpu-b2:4411] Signal code: Address not mapped (1)\n"
+        "[1,3]<stderr>:[gpu-b2:4411] Failing at address: 0x10\n"
+        "[1,3]<stderr>:[gpu-b2:4411] *** End of error message ***\n"
+    )
+    (tmp_path / "job.log").write_text(text, encoding="utf-8")
+    diagnosis = analyze([str(tmp_path)]).diagnosis
+    verdict = diagnosis.verdict
+    assert (verdict.kind, verdict.culprit_ranks, verdict.culprit_hosts) == (
+        "process-died",
+        (3,),
+        ("gpu-b2",),
+    )
+    assert diagnosis.inputs[0].unrecognized == 0
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        "12m   Warning   NodeNotReady   pod/gpt-train-worker-5   Node is not ready\n",
+        "12m   Normal   TaintManagerEviction   pod/gpt-train-worker-5   "
+        "Marking for deletion Pod training/gpt-train-worker-5\n",
+    ],
+    ids=["node-not-ready", "taint-eviction"],
+)
+def test_a_pod_whose_node_was_lost_is_the_dead_worker(tmp_path: Path, events: str) -> None:
+    text = TIMEOUT.format(label="[rank0]:", rank=0) + events
+    assert _verdict(tmp_path, text) == ("process-died", ("gpt-train-worker-5",))
+
+
+def test_the_ofi_plugins_failed_completion_is_a_network_error(tmp_path: Path) -> None:
+    text = (
+        "gpu-st-p5-12:41022:41633 [2] NCCL WARN NET/OFI Request 0x7f3a2c0b1e80 completed with "
+        "error. RC: 21. Error: 4294967291 (Unknown error -5). Completed length: 0\n"
+        "gpu-st-p5-12:41022:41633 [2] NCCL INFO transport/net.cc:1298 -> 6\n"
+    )
+    assert _verdict(tmp_path, text)[0] == "network-error"
+
+
+def test_a_line_no_process_wrote_is_quoted_on_its_own(tmp_path: Path) -> None:
+    (tmp_path / "job.log").write_text(
+        "srun: error: gpu-a17: task 5: Out Of Memory\n", encoding="utf-8"
+    )
+    summary = analyze([str(tmp_path)]).diagnosis.verdict.summary
+    assert summary == "srun: error: gpu-a17: task 5: Out Of Memory"

@@ -260,7 +260,9 @@ class _KnowledgeRule(Rule):
         severity = entry.severity
         confidence = _confidence(entry, bool(group.ranks or group.hosts or group.pids))
         steps = (*entry.next_steps, f"logsleuth explain {entry.id}")
-        title = f"{seen_on}: {quote}"
+        # A line no process is known to have written (a launcher's, a pasted status) is
+        # quoted on its own.
+        title = quote if group.writers == ["a process"] else f"{seen_on}: {quote}"
         if group.deaths:
             who = ", ".join(f"rank {d.rank} ({d.how})" for d in group.deaths)
             severity, confidence = "warning", 0.6
@@ -345,6 +347,13 @@ def _blame(index: EvidenceIndex, known: Known) -> tuple[list[int], list[str], li
         # task 5: Out Of Memory``, ``mpirun noticed that process rank 3 ... on node HOST``):
         # the process or host it names is the culprit, not the launcher that printed it.
         ranks, hosts, pids, _named = _peer(index, known.hit)
+        if side == "self" and not ranks:
+            # A line about its own writer (Open MPI's ``[host:pid] Signal: ...``): the rank
+            # its prefix names is the one it is about.
+            ranks = _writer(index, known.event)[0]
+        named = known.hit.field("pid")
+        if not pids and named and named.isdigit() and len(named) <= 9:
+            pids = [int(named)]
         return (ranks if side == "self" else []), hosts, pids, ""
     if side == "self":
         ranks, hosts, pids = _writer(index, known.event)
