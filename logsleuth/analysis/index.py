@@ -345,9 +345,19 @@ def communicator_keys(inits: Sequence[NcclCommInit]) -> list[str]:
     return keys
 
 
+_RANK_SOURCES = {
+    "prefix": 5,
+    "world-comm": 4,
+    "manifest": 3,
+    "summary": 2,
+    "layout": 2,
+    "file-name": 1,
+}
+"""How much each source of a process's global rank is trusted (higher wins)."""
+
+
 def _set_rank(proc: Proc, rank: int, source: str, strength: int) -> None:
-    order = {"prefix": 5, "world-comm": 4, "manifest": 3, "summary": 2, "file-name": 1}
-    current = order.get(proc.rank_source or "", 0)
+    current = _RANK_SOURCES.get(proc.rank_source or "", 0)
     if proc.rank is None or strength > current:
         proc.rank = rank
         proc.rank_source = source
@@ -362,7 +372,7 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
     inits: list[NcclCommInit] = []
     first_connect: dict[Stream, NcclChannelConnect | NcclConnectRun] = {}
     shared: set[Stream] = set()
-    order = {"prefix": 5, "world-comm": 4, "manifest": 3, "summary": 2, "file-name": 1}
+    order = _RANK_SOURCES
 
     by_type = index.by_type
     family_of: dict[type, str] = {}
@@ -488,7 +498,7 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
         if entry.host is not None and entry.local_rank is not None:
             index.layout.setdefault((entry.host, entry.local_rank), entry.rank)
         for proc in [p for _, p in by_pid.get(entry.pid, ())] if entry.pid is not None else ():
-            _set_rank(proc, entry.rank, "summary", order["summary"])
+            _set_rank(proc, entry.rank, "layout", order["layout"])
             proc.host = proc.host or entry.host
             proc.local_rank = entry.local_rank if proc.local_rank is None else proc.local_rank
     if index.world_size is None and placed and placed == set(range(len(placed))):
