@@ -497,7 +497,7 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
         placed.add(entry.rank)
         if entry.host is not None and entry.local_rank is not None:
             index.layout.setdefault((entry.host, entry.local_rank), entry.rank)
-        for proc in [p for _, p in by_pid.get(entry.pid, ())] if entry.pid is not None else ():
+        for _, proc in by_pid.get(entry.pid, ()) if entry.pid is not None else ():
             _set_rank(proc, entry.rank, "layout", order["layout"])
             proc.host = proc.host or entry.host
             proc.local_rank = entry.local_rank if proc.local_rank is None else proc.local_rank

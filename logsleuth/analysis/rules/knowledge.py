@@ -262,7 +262,7 @@ class _KnowledgeRule(Rule):
         steps = (*entry.next_steps, f"logsleuth explain {entry.id}")
         # A line no process is known to have written (a launcher's, a pasted status) is
         # quoted on its own.
-        title = quote if group.writers == ["a process"] else f"{seen_on}: {quote}"
+        title = quote if group.writers == [_UNKNOWN_WRITER] else f"{seen_on}: {quote}"
         if group.deaths:
             who = ", ".join(f"rank {d.rank} ({d.how})" for d in group.deaths)
             severity, confidence = "warning", 0.6
@@ -296,13 +296,17 @@ def _kind_in_phase(entry: Entry, event: Event, completed: set[Stream]) -> str:
     return entry.before_init_kind if before else entry.kind
 
 
+_UNKNOWN_WRITER = "a process"
+"""How :func:`_label` names the writer of a line no process is known to have written."""
+
+
 def _label(index: EvidenceIndex, event: Event) -> str:
     """Name the process that wrote ``event``: ``rank 3 (host pid 12)``, or what is known."""
     stream = stream_of(event)
     if stream != (None, None):
         return describe(index, [stream])
     rank = event.origin.rank if event.origin.rank is not None else getattr(event, "rank", None)
-    return f"rank {rank}" if isinstance(rank, int) else "a process"
+    return f"rank {rank}" if isinstance(rank, int) else _UNKNOWN_WRITER
 
 
 def _confidence(entry: Entry, named: bool) -> float:
@@ -351,10 +355,7 @@ def _blame(index: EvidenceIndex, known: Known) -> tuple[list[int], list[str], li
             # A line about its own writer (Open MPI's ``[host:pid] Signal: ...``): the rank
             # its prefix names is the one it is about.
             ranks = _writer(index, known.event)[0]
-        named = known.hit.field("pid")
-        if not pids and named and named.isdigit() and len(named) <= 9:
-            pids = [int(named)]
-        return (ranks if side == "self" else []), hosts, pids, ""
+        return (ranks if side == "self" else []), hosts, pids or _named_pid(known.hit), ""
     if side == "self":
         ranks, hosts, pids = _writer(index, known.event)
         local = known.hit.field("local_rank")
@@ -370,14 +371,17 @@ def _blame(index: EvidenceIndex, known: Known) -> tuple[list[int], list[str], li
         return ranks, hosts, pids, ""
     if side == "host":
         _ranks, hosts, pids = _writer(index, known.event)
-        named = known.hit.field("pid")
-        if named and named.isdigit():
-            # The process the line names (the OOM killer's victim), not its writer.
-            pids = [int(named)]
-        return [], hosts, pids, ""
+        # The process the line names (the OOM killer's victim), not its writer.
+        return [], hosts, _named_pid(known.hit) or pids, ""
     if side == "none":
         return [], [], [], ""
     return _peer(index, known.hit)
+
+
+def _named_pid(hit: Hit) -> list[int]:
+    """The pid a message names (``Killed process 36071``, ``[gpu-b2:4411] Signal: ...``)."""
+    named = hit.field("pid")
+    return [int(named)] if named and named.isdigit() and len(named) <= 9 else []
 
 
 def _peer(index: EvidenceIndex, hit: Hit) -> tuple[list[int], list[str], list[int], str]:
