@@ -16,8 +16,11 @@ class SourceRef:
 
 
 _RANK_IN_NAME = re.compile(
-    r"(?:^|[^a-z])(?<!local[_-])(?:rank|std_log_process)[_-]?(\d+)(?!\d)", re.IGNORECASE
+    r"(?:^|[^a-z])(?<!local[_-])(?:rank|std_log_process)[_.-]?(\d+)(?!\d)", re.IGNORECASE
 )
+_STREAM_NAME = re.compile(r"(?:std)?(?:out|err)(?:put)?(?:\.(?:log|txt))?", re.IGNORECASE)
+"""A file named for its stream only (Open MPI's ``--output-filename DIR`` writes
+``DIR/1/rank.3/stderr``): the directory above it names the process."""
 _PID_IN_NAME = re.compile(r"(?:^|[^a-z])pid[_-]?(\d+)", re.IGNORECASE)
 
 
@@ -25,10 +28,12 @@ def rank_in_file_name(source: str) -> int | None:
     """The global rank a per-process file's name gives, or None.
 
     ``nccl_rank3.log``, ``rank_3.txt``, ``rank3.2.txt`` (the second snapshot of rank 3 in a
-    ``logsleuth live`` bundle), Azure ML's ``std_log_process_03.txt``. A name that also
-    names a pid (``rank3_pid4242.txt``), or a local rank (``local_rank3``), gives none.
+    ``logsleuth live`` bundle), Azure ML's ``std_log_process_03.txt``, Open MPI's
+    ``rank.3/stderr`` (a file named for its stream takes its directory's name). A name that
+    also names a pid (``rank3_pid4242.txt``), or a local rank (``local_rank3``), gives none.
     """
-    base = source.rsplit("/", 1)[-1]
+    parts = source.replace("\\", "/").rsplit("/", 2)
+    base = parts[-2] if len(parts) > 1 and _STREAM_NAME.fullmatch(parts[-1]) else parts[-1]
     match = _RANK_IN_NAME.search(base)
     return int(match.group(1)) if match and not _PID_IN_NAME.search(base) else None
 

@@ -30,7 +30,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]")
 
 # torch's excepthook writes "[rankN]: " (one space); torchrun --tee writes "[defaultN]:" (none).
 _TORCHRUN = re.compile(r"\[(?:(rank)(\d+)\]: ?|([A-Za-z_]+?)(\d+)\]:)")
-RANK_TAG = re.compile(r"\[rank:? (\d+)\] ")
+RANK_TAG = re.compile(r"\[rank(?::? |=)(\d+)\] ")
 """A rank tag in front of a message: Lightning's ``[rank: 3] Seed set to 42``, and the
 ``[rank 3] `` that training scripts put in their own log format."""
 MPI_TAG = re.compile(r"\[\d+,(?:mpirank:)?(\d+)(?:,([\w.\-]+))?\]<(?:stdout|stderr|stddiag)>:\s?")
@@ -89,7 +89,10 @@ _LOGGER_HEAD = re.compile(
 """A Python logger's time and level: loguru's default format (``2024-06-11 09:12:44.902 |
 ERROR    | pkg.mod:func:240 - ``), logging's ``%(asctime)s %(levelname)s %(message)s`` and
 ``%(asctime)s - %(name)s - %(levelname)s - %(message)s``."""
-_BRACKET_TIME = re.compile(f"{_STAMP}({_PARALLEL}*)\\]\\s")
+_BRACKET_TIME = re.compile(f"{_STAMP}(?:Z|[+-]\\d\\d:?\\d\\d)?({_PARALLEL}*)\\]\\s")
+_DETERMINED = re.compile(r"[0-9a-f]{8} (?:\[rank=(\d+)\] )?\|\| ")
+"""Determined AI's task log after its time (``[2023-09-14T10:12:13.57Z] 6ad8a0d6 [rank=3] ||
+``): the container's id, and the rank of the worker that wrote the line."""
 _DEEPSPEED_HEAD = re.compile(
     r"\[(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\] \[[\w.\-]+\.py:\d+:[\w<>.]+\] "
 )
@@ -109,6 +112,7 @@ _QUOTE = re.compile(r"(?:> ?)+")
 _FENCE_LINE = re.compile(r"\s*(?:```|~~~)[\w+.-]*\s*$")
 _FENCE = re.compile(r"```|~~~")
 PREFIX_FIRST = frozenset("[(>0123456789`~ ")
+_HEX_FIRST = frozenset("0123456789abcdef")
 """First characters of every prefix that needs no numbering scheme."""
 _RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 
@@ -565,6 +569,10 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
                 text = text[m.end() :]
             elif m := _SKYPILOT.match(text):
                 text = text[m.end() :]
+        elif text[:1] in _HEX_FIRST and (m := _DETERMINED.match(text)):
+            if m.group(1):
+                hint = _with(hint, rank=int(m.group(1)))
+            text = text[m.end() :]
         elif text[:1].isdigit():
             if m := _LOGGER_HEAD.match(text):
                 hint = _with(hint, time=_epoch(m.group(1), m.group(2)))

@@ -23,6 +23,50 @@ from logsleuth.parse.remote import open_url
 
 GZIP_MAGIC = b"\x1f\x8b"
 
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+"""Byte-order marks and the codec that reads past each (UTF-32 LE's begins with UTF-16 LE's)."""
+
+_UTF16_SAMPLE = 16
+"""Bytes needed before text without a byte-order mark is judged to be UTF-16."""
+
+
+def text_encoding(head: bytes) -> str:
+    """The encoding of text that begins with ``head``.
+
+    A byte-order mark names it (Windows PowerShell's ``>`` and ``Out-File`` write UTF-16
+    LE with one). UTF-16 without a mark is told by where its NULs fall: in Latin text
+    every other byte is NUL, on one side only (a run of NUL padding covers both). Anything
+    else is read as UTF-8.
+    """
+    for bom, name in _BOMS:
+        if head.startswith(bom):
+            return name
+    sample = head[: len(head) & ~1]
+    if len(sample) < _UTF16_SAMPLE:
+        return "utf-8"
+    even, odd = sample[0::2].count(0), sample[1::2].count(0)
+    half = len(sample) // 2
+    if odd * 10 >= half * 9 and even * 10 < half:
+        return "utf-16-le"
+    if even * 10 >= half * 9 and odd * 10 < half:
+        return "utf-16-be"
+    return "utf-8"
+
+
+def as_utf8(head: bytes) -> bytes:
+    """``head`` re-encoded as UTF-8 when it is UTF-16 or UTF-32 (for sniffing its kind)."""
+    encoding = text_encoding(head)
+    if encoding == "utf-8":
+        return head
+    return head.decode(encoding, errors="replace").encode("utf-8")
+
+
 NOTES: ContextVar[list[str] | None] = ContextVar("NOTES", default=None)
 """Data-gap notes of the input being read (a damaged .gz, a budget overrun), one line each."""
 
@@ -132,7 +176,7 @@ def decoded_chunks(source: InputSource) -> Iterator[str]:
     ``budgets.GZIP_BYTES`` decompressed, and a damaged one yields what decompressed before
     the damage. Either way a note (:func:`note`) says what was lost.
     """
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    decoder: codecs.IncrementalDecoder | None = None
     pending: list[str] = []
     """Pieces of the line not ended yet, at most ``budgets.LINE_CHARS`` characters."""
     held = 0
@@ -141,6 +185,8 @@ def decoded_chunks(source: InputSource) -> Iterator[str]:
         chunks = _gunzipped(source) if source.compressed else _raw_chunks(source)
         stack.callback(chunks.close)
         for chunk in chunks:
+            if decoder is None:
+                decoder = codecs.getincrementaldecoder(text_encoding(chunk))(errors="replace")
             text = decoder.decode(chunk)
             if cr_only is None and text:
                 cr_only = "\n" not in text and "\r" in text
@@ -170,7 +216,7 @@ def decoded_chunks(source: InputSource) -> Iterator[str]:
                     note(
                         f"a line longer than {budgets.LINE_CHARS:,} characters was cut to that length"
                     )
-    rest = decoder.decode(b"", final=True)
+    rest = decoder.decode(b"", final=True) if decoder is not None else ""
     if rest and held < budgets.LINE_CHARS:
         pending.append(rest)
     if pending:

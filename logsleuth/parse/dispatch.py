@@ -30,7 +30,7 @@ from logsleuth.model.torch import ChildFailure, LauncherEvent
 from logsleuth.parse import budgets, pickling
 from logsleuth.parse.base import InputResult
 from logsleuth.parse.catalog import load_catalog
-from logsleuth.parse.decode import NOTES, held, note
+from logsleuth.parse.decode import NOTES, as_utf8, held, note, text_encoding
 from logsleuth.parse.discover import InputSource, looks_binary
 from logsleuth.parse.flight_recorder import (
     load_fr_pickle,
@@ -194,7 +194,7 @@ def _read_json(source: InputSource) -> InputResult | None:
             raw = handle.read(budgets.JSON_BYTES + 1)
         except (EOFError, zlib.error, gzip.BadGzipFile):
             return None  # the line reader yields what decompressed, with a note
-    text = raw.decode("utf-8", errors="replace")
+    text = raw.decode(text_encoding(raw[:4096]), errors="replace")
     head = text[:4096]
     if len(raw) > budgets.JSON_BYTES:
         if _looks_like_dump(head):
@@ -342,7 +342,7 @@ def _read_checked(source: InputSource, keep_ops: int | None, audit: bool) -> Inp
         return _read_fr_pickle(source)
     if looks_binary(head):
         raise InputError(source.name, "binary data, not a log or a stack dump")
-    stripped = head.lstrip()
+    stripped = as_utf8(head).lstrip()
     answer = _RAS_ANSWER.match(stripped)
     if stripped[:1] in (b"{", b"[") or (answer and stripped[answer.end() :][:1] == b"{"):
         result = _read_json(source)

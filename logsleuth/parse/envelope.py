@@ -24,8 +24,15 @@ from typing import Any
 
 from logsleuth.model.base import NO_ORIGIN, Origin
 
-MESSAGE_KEYS = ("log", "message", "msg", "textpayload", "_raw", "line", "body", "text", "content")
-"""Names of the field that holds the line, in order of preference (compared casefolded)."""
+MESSAGE_KEYS = (
+    "log", "message", "msg", "textpayload", "_raw", "line", "body", "text", "content", "event",
+)  # fmt: skip
+"""Names of the field that holds the line, in order of preference (compared casefolded);
+structlog's JSON renderer calls it ``event``."""
+_EXCEPTION_KEYS = ("exception", "exc_info", "stack_trace", "stacktrace", "traceback")
+"""Where a structured logger puts the traceback of the exception it logged (structlog's
+``format_exc_info``, python-json-logger's ``exc_info``): its lines follow the message."""
+_RANK_KEYS = ("rank", "global_rank", "world_rank")
 _NESTED_KEYS = ("jsonpayload", "_source", "fields", "result", "payload", "event")
 """Objects a collector nests the record in (GCP ``jsonPayload``, Elasticsearch ``_source``,
 Splunk's ``result``)."""
@@ -171,6 +178,9 @@ def _message(record: dict[str, Any]) -> str | None:
     """The log line a record holds, looking one level into the objects collectors nest."""
     text = _field(record, MESSAGE_KEYS)
     if isinstance(text, str):
+        trace = _field(record, _EXCEPTION_KEYS)
+        if isinstance(trace, str) and trace.strip() and trace.strip() not in text:
+            return f"{text.rstrip()}\n{trace}"
         return text
     for key in _NESTED_KEYS:
         inner = _field(record, (key,))
@@ -197,7 +207,7 @@ def _origin(record: dict[str, Any]) -> Origin:
         host = _field(kube, ("host",))
     if isinstance(host, str) and host.strip() and " " not in host.strip():
         fields["host"] = host.strip()
-    for key, names in (("pid", _PID_KEYS), ("rank", ("rank",))):
+    for key, names in (("pid", _PID_KEYS), ("rank", _RANK_KEYS)):
         value = _field(record, names)
         if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 31:
             fields[key] = value

@@ -41,6 +41,7 @@ from logsleuth.parse.gdb import GdbReader
 from logsleuth.parse.messages import MessageReader
 from logsleuth.parse.nccl import NcclReader
 from logsleuth.parse.richtb import BOX_FIRST, RichTraceback
+from logsleuth.parse.sections import SECTION, Sections
 from logsleuth.parse.stacks import StackReader
 from logsleuth.parse.summary import SummaryReader
 from logsleuth.parse.torchlog import TorchReader
@@ -147,6 +148,7 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
                         return taker
         return None
 
+    sections = Sections()
     section = NO_ORIGIN
     """Who the lines under the last section header (``Rank A:``) come from."""
     record = (0, NO_ORIGIN)
@@ -178,12 +180,8 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
             return
         if messages.first_line is None:
             messages.first_line = number
-        header = _SECTION.fullmatch(text)
-        if header is not None and (
-            header.group("colon")
-            or header.group("rule")
-            or text.lstrip().startswith(("#", "**", "__"))
-        ):
+        header = sections.header(number, text)
+        if header is not None:
             if busy:
                 # A reader in the middle of a block (a stack dump) sees the line first; one
                 # that does not take it has ended its block, and the header starts a section.
@@ -194,12 +192,15 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
                     taken_by[taker] += 1
                     offered.add(number)
                     return
-            section = _section_origin(header)
-            label = f"{header.group('word')} {header.group('id')}"
-            ref = SourceRef(source.name, number)
-            sink.emit(SectionHeader(ref=ref, text=cleaned, origin=section, label=label))
+            section = header.origin
+            ref = SourceRef(source.name, header.lines[0])
+            text = cleaned if len(header.lines) == 1 else header.label
+            sink.emit(
+                SectionHeader(ref=ref, text=text, origin=section, label=header.label), header.lines
+            )
             taken_by["messages"] += 1
-            offered.add(number)
+            offered.update(header.lines)
+            unrecognized[:] = [seen for seen in unrecognized if seen[0] not in header.lines]
             return
         hint = _merge_hints(hint, section)
         if hint.rank is not None and RANK_TAG.search(cleaned):
@@ -462,7 +463,7 @@ def _read_plain_dump(
     if lines[-1] == "":
         lines.pop()
     head = lines[0]
-    if _SECTION.fullmatch(head) is not None:
+    if SECTION.fullmatch(head) is not None or head.startswith("==>"):
         return None
     nccl = NcclReader(source.name, keep_ops)
     torch, stacks = TorchReader(source.name), StackReader(source.name)
@@ -507,16 +508,6 @@ _SOFT_WRAP_MIN = 50
 """Physical lines joined into one at most (a wrapped message longer than this is cut)."""
 
 
-_SECTION = re.compile(
-    r"\s*(?:#{1,6}\s*|\*\*|__|(?P<rule>[=\-~]{2,})\s*)?"
-    r"(?P<word>(?i:rank|worker|process))[ #]?(?P<id>[A-Za-z]|\d{1,6})"
-    r"(?:\s*\((?:[^()]{0,60})\))?\s*(?:\*\*|__)?\s*(?P<colon>:)?\s*(?:\*\*|__)?\s*"
-    r"(?(rule)[=\-~]{2,}\s*)"
-)
-"""A header line of a pasted excerpt: ``Rank A:``, ``## rank 3``, ``**Worker 1 (node2):**``,
-``=== rank 1 ===``, ``---- worker 3 ----``."""
-
-
 def _opened(envelope: Envelope, line: str) -> tuple[list[str], Origin]:
     """The lines inside ``line`` (its blank ones dropped when it holds several) and what
     its envelope says of their writer; ``line`` itself when it is not in the envelope."""
@@ -529,14 +520,6 @@ def _opened(envelope: Envelope, line: str) -> tuple[list[str], Origin]:
     return pieces, origin
 
 
-def _section_origin(header: re.Match[str]) -> Origin:
-    """The process a section header names: a rank when numeric, otherwise the label itself."""
-    label = header.group("id")
-    if label.isdigit():
-        return Origin(rank=int(label))
-    return Origin(host=f"{header.group('word')} {label}")
-
-
 _MARKUP = "`~-=*#_ "
 """Characters of a line that is markup only (a code fence, a rule), never a wrapped piece."""
 
@@ -544,7 +527,13 @@ _MARKUP = "`~-=*#_ "
 def _begins_message(text: str) -> bool:
     """Return True when ``text`` begins with a whole known message (the catalog's)."""
     found = load_catalog().match(text)
-    return found is not None and found.whole and found.start == 0
+    if found is None or not found.whole or found.start != 0:
+        return False
+    # A format that begins with a value (``{}Process group watchdog thread terminated``,
+    # the value torch's log prefix) matches a piece cut anywhere in that prefix (``efault_pg)
+    # Rank 5] Process group ...``): the piece is the tail of a wrapped line, not a message.
+    leads_with_value = found.entry.fmt[:1] in "{%" and found.entry.fmt[:2] != "%%"
+    return not (leads_with_value and found.fields and found.fields[0].strip())
 
 
 def _continued(first: str, piece: str) -> str:

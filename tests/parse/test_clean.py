@@ -103,6 +103,20 @@ def test_ray_prefix_and_repeat_suffix() -> None:
     assert hint.pid == 1019
 
 
+@pytest.mark.parametrize(
+    ("line", "rank"),
+    [
+        ("[2023-09-14T10:31:02.551302Z] 6ad8a0d6 [rank=3] || RuntimeError: boom", 3),
+        ("[2023-09-14T10:12:13.574297Z] 6ad8a0d6 || RuntimeError: boom", None),
+    ],
+)
+def test_determineds_task_log_prefix_names_the_workers_rank(line: str, rank: int | None) -> None:
+    text, hint = strip_prefixes(line)
+    assert text == "RuntimeError: boom"
+    assert hint.rank == rank
+    assert hint.time is not None
+
+
 def test_skypilot_prefix_is_stripped_without_its_shells_pid() -> None:
     # SkyPilot's rank is the node's and its pid the task shell's: neither is the writer's.
     text, hint = strip_prefixes(

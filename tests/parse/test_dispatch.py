@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -256,7 +257,44 @@ def test_a_line_holding_a_number_wider_than_64_bits_is_counted_unrecognized(
         ("rank3_pid4242.txt", None),
         ("frank3.log", None),
         ("worker-3.log", None),
+        # Open MPI's --output-filename: a file named for its stream, in its rank's directory.
+        ("hvd-out/1/rank.3/stderr", 3),
+        ("out/1/rank.12/stdout", 12),
+        # torchrun's --log-dir names the local rank only.
+        ("run/attempt_0/3/stderr.log", None),
     ],
 )
 def test_a_file_name_gives_a_rank_only_where_it_says_rank(name: str, rank: int | None) -> None:
     assert rank_in_file_name(name) == rank
+
+
+WATCHDOG = (
+    "[rank{rank}]:[E1105 03:12:44.118203 41 ProcessGroupNCCL.cpp:616] [Rank {rank}] Watchdog "
+    "caught collective operation timeout: WorkNCCL(SeqNum=5121, OpType=ALLREDUCE, "
+    "NumelIn=262144, NumelOut=262144, Timeout(ms)=600000) ran for 600023 milliseconds before "
+    "timing out.\r\n"
+)
+
+
+@pytest.mark.parametrize(
+    "encode",
+    [
+        # Windows PowerShell's ``>`` and Out-File: UTF-16 LE with a byte-order mark.
+        lambda text: b"\xff\xfe" + text.encode("utf-16-le"),
+        lambda text: b"\xfe\xff" + text.encode("utf-16-be"),
+        lambda text: text.encode("utf-16-le"),  # no mark: told by where the NULs fall
+        lambda text: b"\xef\xbb\xbf" + text.encode("utf-8"),
+        lambda text: text.encode("utf-32"),
+    ],
+    ids=["utf-16-le-bom", "utf-16-be-bom", "utf-16-le", "utf-8-bom", "utf-32"],
+)
+def test_a_log_saved_as_utf16_reads_as_its_text(tmp_path: Path, encode: Any) -> None:
+    path = tmp_path / "worker-logs.txt"
+    path.write_bytes(encode("".join(WATCHDOG.format(rank=rank) for rank in range(3))))
+    result = read_input(InputSource(name=path.name, path=path))
+    assert (result.summary.lines, result.summary.recognized, result.summary.unrecognized) == (
+        3,
+        3,
+        0,
+    )
+    assert sorted(e.origin.rank for e in result.events) == [0, 1, 2]

@@ -182,3 +182,23 @@ def test_a_logfmt_line_reads_as_its_message_and_names_its_host() -> None:
     assert [(p.rank, p.last_enqueued) for p in progress] == [(3, 41), (3, 41)]
     assert {(p.origin.host, p.origin.pid) for p in progress} == {("gpu-b07", 4242)}
     assert result.summary.unrecognized == 0
+
+
+def test_a_structlog_record_reads_as_its_event_and_the_traceback_it_logged() -> None:
+    # structlog's JSON renderer puts the message in "event" and format_exc_info the
+    # traceback in "exception"; the rank is a field the job binds to its logger.
+    record = {
+        "timestamp": "2024-07-19T08:12:44.882Z",
+        "level": "error",
+        "rank": 3,
+        "event": "train step failed",
+        "exception": "Traceback (most recent call last):\n"
+        '  File "/app/trainer/loop.py", line 211, in run\n'
+        "    loss = self.step(batch)\n"
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+    }
+    other = {"timestamp": "2024-07-19T08:00:01.002Z", "level": "info", "rank": 0, "event": "go"}
+    result = read("\n".join(json.dumps(r) for r in (other, record)) + "\n")
+    (traceback,) = [e for e in result.events if type(e).__name__ == "PythonTraceback"]
+    assert traceback.origin.rank == 3
+    assert "illegal memory access" in traceback.exc_message

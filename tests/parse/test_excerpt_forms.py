@@ -277,7 +277,10 @@ def test_a_fixed_width_table_is_no_wrap() -> None:
     # sacct, squeue, nvidia-smi: rows of one width whose columns line up, under a rule.
     assert detect_wrap(SACCT) is None
     assert detect_word_wrap(SACCT) is None
-    assert [e.ref.line for e in read("\n".join(SACCT) + "\n").events] == [3, 4, 5]
+    # One event per line: the header and its rule are sacct's too, each row one message.
+    result = read("\n".join(SACCT) + "\n")
+    assert [e.ref.line for e in result.events] == [1, 2, 3, 4, 5]
+    assert result.summary.unrecognized == 0
 
 
 NVLS = (
@@ -494,3 +497,21 @@ def test_lightnings_rank_prefix_names_the_rank_of_its_traceback() -> None:
     (traceback,) = [e for e in result.events if type(e).__name__ == "PythonTraceback"]
     assert (traceback.origin.rank, traceback.ref.line) == (3, 2)
     assert result.summary.unrecognized <= 1  # the seed notice, at most
+
+
+def test_a_piece_cut_inside_a_log_prefix_continues_the_wrapped_line() -> None:
+    # torch's "{}Process group watchdog thread terminated ..." begins with a value (its log
+    # prefix): the piece after a cut inside that prefix still matches the format, but it is
+    # the wrapped line's tail.
+    line = (
+        "[rank5]:[E207 19:37:09.983600771 ProcessGroupNCCL.cpp:1895] [PG ID 0 PG GUID "
+        "0(default_pg) Rank 5] Process group watchdog thread terminated with exception: NCCL "
+        "error: remote process exited or there was a network error, NCCL version 2.21.5"
+    )
+    pieces = [line[i : i + 80] for i in range(0, len(line), 80)]
+    assert pieces[1].startswith("efault_pg) Rank 5]")
+    events = read("\n".join(pieces * 2) + "\n").events
+    assert [(type(e).__name__, e.ref.line) for e in events] == [
+        ("WatchdogError", 1),
+        ("WatchdogError", 4),
+    ]

@@ -86,3 +86,55 @@ def test_the_odd_order_of_three_is_named(tmp_path: Path) -> None:
         ("Rank B",),
     )
     assert "call 2" in d.verdict.summary
+
+
+def test_tails_file_headers_name_the_rank_of_each_files_lines(tmp_path: Path) -> None:
+    # ``tail -n 2 logs/*.log``: a header per file; a file whose name gives no rank ends
+    # the section before it.
+    coll = COLL.format(op="AllReduce", n=1, count=4, comm=1)
+    path = tmp_path / "tail.txt"
+    path.write_text(
+        f"==> logs/rank0.log <==\n{coll}\n\n==> logs/rank_7.log <==\n{coll}\n\n"
+        f"==> logs/launcher.log <==\n{coll}\n"
+    )
+    events = _read(path)
+    headers = [e for e in events if isinstance(e, SectionHeader)]
+    assert [(h.label, h.origin.rank) for h in headers] == [
+        ("logs/rank0.log", 0),
+        ("logs/rank_7.log", 7),
+        ("logs/launcher.log", None),
+    ]
+    colls = [e for e in events if isinstance(e, NcclCollective)]
+    assert [e.origin.rank for e in colls] == [0, 7, None]
+
+
+@pytest.mark.parametrize(
+    ("hosts", "host"),
+    [("gpu03", "gpu03"), ("node7 (1)", "node7"), ("gpu[01-02,04]", None), ("node[1-4] (4)", None)],
+)
+def test_a_dshbak_or_clush_block_names_the_host_of_its_lines(
+    tmp_path: Path, hosts: str, host: str | None
+) -> None:
+    # ``pdsh ... | dshbak -c`` and ``clush -b`` gather output per host under a host list
+    # between two rules; a list of several hosts names none of them alone.
+    xid = "[Wed Mar  6 11:42:09 2024] NVRM: Xid (PCI:0000:ba:00): 79, pid=1, GPU has fallen off the bus."
+    rule = "-" * 16
+    path = tmp_path / "dmesg.txt"
+    path.write_text(f"{rule}\nother01\n{rule}\n{xid}\n{rule}\n{hosts}\n{rule}\n{xid}\n")
+    events = _read(path)
+    headers = [e for e in events if isinstance(e, SectionHeader)]
+    assert [(h.ref.line, h.origin.host) for h in headers] == [(2, "other01"), (6, host)]
+    xids = [e for e in events if "Xid" in e.text]
+    assert [e.origin.host for e in xids] == ["other01", host]
+
+
+def test_a_word_between_rules_that_no_rule_closes_is_no_host(tmp_path: Path) -> None:
+    coll = COLL.format(op="AllReduce", n=1, count=4, comm=1)
+    path = tmp_path / "paste.txt"
+    path.write_text(f"{'-' * 16}\nSummary\n{coll}\n")
+    sources, _ = discover([str(path)])
+    (result,) = read_inputs(sources)
+    assert not isinstance(result, Exception)
+    assert not [e for e in result.events if isinstance(e, SectionHeader)]
+    (read,) = [e for e in result.events if isinstance(e, NcclCollective)]
+    assert read.origin.host is None

@@ -1,0 +1,100 @@
+"""Section headers of a pasted excerpt: lines that say whose output the lines below are.
+
+Tickets and shells group output per process or per host under a header and strip each
+line's own prefix: ``Rank A:``, ``## rank 3``, ``=== worker 1 ===``; ``tail`` and ``head``
+over several files (``==> logs/rank3.log <==``); pdsh's ``dshbak`` and ClusterShell's
+``clush -b`` (a host list between two rules). The lines up to the next header are the
+process's or the host's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass
+
+from logsleuth.model.base import NO_ORIGIN, Origin, rank_in_file_name
+
+SECTION = re.compile(
+    r"\s*(?:#{1,6}\s*|\*\*|__|(?P<rule>[=\-~]{2,})\s*)?"
+    r"(?P<word>(?i:rank|worker|process))[ #]?(?P<id>[A-Za-z]|\d{1,6})"
+    r"(?:\s*\((?:[^()]{0,60})\))?\s*(?:\*\*|__)?\s*(?P<colon>:)?\s*(?:\*\*|__)?\s*"
+    r"(?(rule)[=\-~]{2,}\s*)"
+)
+"""A header line naming a process: ``Rank A:``, ``## rank 3``, ``**Worker 1 (node2):**``,
+``=== rank 1 ===``, ``---- worker 3 ----``."""
+
+_FILE = re.compile(r"\s*==> (?P<path>\S.{0,500}?) <==\s*")
+"""``tail``/``head`` over several files: ``==> logs/rank3.log <==``."""
+
+_RULE = re.compile(r"\s*-{4,}\s*")
+_HOSTS = re.compile(
+    r"(?P<hosts>[A-Za-z][\w.\-]{0,62}(?:\[[\d,\-]{1,200}\][\w.\-]{0,62})*)(?: \(\d+\))?"
+)
+"""The host list of a ``dshbak``/``clush -b`` block: ``gpu03``, ``gpu[01-02,04]``,
+``node[1-4] (4)`` (clush adds the count)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """A header found: what it says of the writer, its label and its lines."""
+
+    origin: Origin
+    label: str
+    lines: tuple[int, ...]
+    """The header's physical lines (a host block's list and closing rule)."""
+
+
+class Sections:
+    """Finds the headers of one input, line by line."""
+
+    __slots__ = ("_recent",)
+
+    def __init__(self) -> None:
+        self._recent: deque[tuple[int, str]] = deque(maxlen=2)
+        """The last two non-blank lines seen, for a host block's look-back."""
+
+    def header(self, number: int, text: str) -> Header | None:
+        """The header that line ``number`` (prefixes stripped) is or completes, or None.
+
+        A host block is known at its closing rule: rule, host list, rule on consecutive
+        lines.
+        """
+        recent = tuple(self._recent)
+        self._recent.append((number, text))
+        named = SECTION.fullmatch(text)
+        if named is not None and (
+            named.group("colon")
+            or named.group("rule")
+            or text.lstrip().startswith(("#", "**", "__"))
+        ):
+            label = f"{named.group('word')} {named.group('id')}"
+            return Header(_process(named), label, (number,))
+        if text.lstrip().startswith("==>") and (found := _FILE.fullmatch(text)) is not None:
+            path = found.group("path")
+            rank = rank_in_file_name(path)
+            origin = Origin(rank=rank) if rank is not None else NO_ORIGIN
+            return Header(origin, path, (number,))
+        if len(recent) == 2 and _RULE.fullmatch(text):
+            (opened, rule), (listed, hosts) = recent
+            found = _HOSTS.fullmatch(hosts)
+            if (
+                found is not None
+                and opened == number - 2
+                and listed == number - 1
+                and _RULE.fullmatch(rule)
+            ):
+                name = found.group("hosts")
+                # A list of several hosts (``gpu[01-02,04]``) says the output is theirs alike.
+                origin = NO_ORIGIN if "[" in name else Origin(host=name)
+                return Header(origin, name, (listed, number))
+        return None
+
+
+def _process(header: re.Match[str]) -> Origin:
+    """The process a header names: a rank when numeric, otherwise the label itself (it
+    stands in for the host so that ``Rank A`` and ``Rank B`` stay two processes)."""
+    label = header.group("id")
+    if label.isdigit():
+        return Origin(rank=int(label))
+    return Origin(host=f"{header.group('word')} {label}")
