@@ -245,3 +245,132 @@ def test_a_line_no_process_wrote_is_quoted_on_its_own(tmp_path: Path) -> None:
     )
     summary = analyze([str(tmp_path)]).diagnosis.verdict.summary
     assert summary == "srun: error: gpu-a17: task 5: Out Of Memory"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "=>> PBS: job killed: walltime 21618 exceeded limit 21600",
+        "TERM_RUNLIMIT: job killed after reaching LSF run time limit.",
+        "slurmstepd: error: *** JOB 4412901 ON gpu-12 CANCELLED AT 2024-02-11T03:00:04 DUE TO "
+        "TIME LIMIT ***",
+    ],
+)
+def test_a_time_limit_kill_is_named_but_not_taken_for_a_cause(tmp_path: Path, line: str) -> None:
+    # The scheduler ended the job: when it stopped making progress is still to be found.
+    log = tmp_path / "job.out"
+    log.write_text("steps: 9030 loss: 1.9876 iter time (s): 4.507\n" + line + "\n")
+    d = analyze([str(log)]).diagnosis
+    assert (d.verdict.kind, d.verdict.culprit_ranks) == ("inconclusive", ())
+    assert "time limit" in d.findings[0].detail
+    assert any("last progress line" in step for step in d.findings[0].next_steps)
+
+
+KILLED_WORKER = (
+    "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 2 "
+    "(pid: 118205) of binary: /usr/bin/python3\n"
+)
+
+
+@pytest.mark.parametrize(
+    "kill",
+    [
+        "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit.",
+        "=>> PBS: job killed: mem 270532kb exceeded limit 262144kb",
+        "slurmstepd: error: Exceeded job memory limit",
+    ],
+)
+def test_a_memory_limit_kill_names_the_worker_it_took(tmp_path: Path, kill: str) -> None:
+    log = tmp_path / "job.out"
+    closing = "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process {} closing signal SIGTERM\n"
+    log.write_text(closing.format(118204) + KILLED_WORKER + kill + "\n")
+    v = analyze([str(log)]).diagnosis.verdict
+    assert (v.kind, v.culprit_pids) == ("resource-exhausted", (118205,))
+
+
+def test_the_oom_killers_victim_is_the_rank_torchrun_reports_killed(tmp_path: Path) -> None:
+    # dmesg names the pid it killed; torchrun's summary names that pid's rank.
+    summary = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2024-11-24_02:20:02
+  host      : node3
+  rank      : 6 (local_rank: 2)
+  exitcode  : -9 (pid: 118205)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 118205
+============================================================
+"""
+    log = tmp_path / "node3.log"
+    log.write_text(
+        "[Sun Nov 24 02:20:01 2024] Out of memory: Killed process 118205 (python3) "
+        "total-vm:182334220kB, anon-rss:160112340kB\n" + summary
+    )
+    v = analyze([str(log)]).diagnosis.verdict
+    assert (v.kind, v.culprit_ranks, v.culprit_pids) == ("resource-exhausted", (6,), (118205,))
+
+
+def test_a_kill_that_names_no_victim_names_none_of_several(tmp_path: Path) -> None:
+    log = tmp_path / "job.out"
+    second = KILLED_WORKER.replace("local_rank: 2 (pid: 118205)", "local_rank: 3 (pid: 118206)")
+    log.write_text(
+        KILLED_WORKER
+        + second
+        + "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit.\n"
+    )
+    v = analyze([str(log)]).diagnosis.verdict
+    assert v.kind == "resource-exhausted"
+    assert v.culprit_pids == ()
+
+
+SEFF = """Job ID: 7741203
+Cluster: hpc
+User/Group: alice/ml
+State: {state} (exit code 0)
+Nodes: 2
+Cores per node: 64
+CPU Utilized: 3-02:11:54
+CPU Efficiency: 37.12% of 8-08:21:20 core-walltime
+Job Wall-clock time: 01:34:10
+Memory Utilized: 511.98 GB
+Memory Efficiency: 99.99% of 512.00 GB (256.00 GB/node)
+"""
+SCONTROL = """JobId=991823 JobName=pretrain-70b
+   UserId=bob(1001) GroupId=ml(1001) MCS_label=N/A
+   JobState={state} Reason=TimeLimit Dependency=(null)
+   RunTime=2-00:00:12 TimeLimit=2-00:00:00 TimeMin=N/A
+   NodeList=gpu-[101-116]
+"""
+SACCT = """JobID           JobName  Partition    Account  AllocCPUS      State ExitCode
+------------ ---------- ---------- ---------- ---------- ---------- --------
+5512201        train.sh        gpu   research        768 {state:>10}      0:0
+5512201.bat+      batch              research         96  CANCELLED     0:15
+5512201.0        python              research        768  CANCELLED     0:15
+"""
+
+
+@pytest.mark.parametrize("report", [SEFF, SCONTROL, SACCT], ids=["seff", "scontrol", "sacct"])
+@pytest.mark.parametrize(
+    ("state", "kind"),
+    [
+        ("OUT_OF_MEMORY", "resource-exhausted"),
+        ("TIMEOUT", "inconclusive"),
+        ("NODE_FAIL", "process-died"),
+        ("PREEMPTED", "process-died"),
+    ],
+)
+def test_slurms_accounting_of_a_job_says_how_it_ended(
+    tmp_path: Path, report: str, state: str, kind: str
+) -> None:
+    log = tmp_path / "job.txt"
+    log.write_text(report.format(state=state))
+    result = analyze([str(log)])
+    (summary,) = result.diagnosis.inputs
+    assert (summary.recognized, summary.unrecognized) == (report.count("\n"), 0)
+    assert result.diagnosis.verdict.kind == kind

@@ -244,7 +244,8 @@ class _KnowledgeRule(Rule):
                 if group.named
                 else f"The process that printed it is the culprit ({seen_on})."
             ),
-            "host": f"The fault is on the host ({', '.join(sorted(group.hosts)) or 'of the writer'}), not in one rank.",
+            "host": f"The fault is on the host ({', '.join(sorted(group.hosts)) or 'of the writer'}), not in one rank."
+            + (f" The process it killed is {group.named}." if group.named else ""),
             "peer": (
                 f"It points away from the writer: the culprit is {group.named}."
                 if group.named
@@ -346,7 +347,7 @@ def _writer(index: EvidenceIndex, event: Event) -> tuple[list[int], list[str], l
 def _blame(index: EvidenceIndex, known: Known) -> tuple[list[int], list[str], list[int], str]:
     """Return the culprit (ranks, hosts, pids) of a known message and how to name it."""
     side = known.hit.entry.culprit
-    if side in ("self", "host") and (known.hit.field("rank") or known.hit.field("host")):
+    if side in ("self", "host") and any(known.hit.field(f) for f in ("rank", "ranks", "host")):
         # A launcher's or scheduler's line about one of its processes (``srun: error: HOST:
         # task 5: Out Of Memory``, ``mpirun noticed that process rank 3 ... on node HOST``):
         # the process or host it names is the culprit, not the launcher that printed it.
@@ -372,10 +373,54 @@ def _blame(index: EvidenceIndex, known: Known) -> tuple[list[int], list[str], li
     if side == "host":
         _ranks, hosts, pids = _writer(index, known.event)
         # The process the line names (the OOM killer's victim), not its writer.
-        return [], hosts, _named_pid(known.hit) or pids, ""
+        named = _named_pid(known.hit)
+        victims = _killed(index, hosts, named)
+        if len(victims) == 1:
+            # The worker a launcher saw die of SIGKILL is the one the kill took: its rank
+            # and pid (``Killed process 4242`` and ``failed (exitcode: -9) ... (pid: 4242)``).
+            ((rank, pid, label),) = victims
+            return ([rank] if rank is not None else []), hosts, [pid], label
+        return [], hosts, named or pids, ""
     if side == "none":
         return [], [], [], ""
     return _peer(index, known.hit)
+
+
+_SIGKILL_EXITS = frozenset({-9, 137})
+"""A worker's exit code when SIGKILL ended it (torchrun's ``-9``, a shell's ``137``)."""
+
+
+def _killed(
+    index: EvidenceIndex, hosts: Sequence[str], pids: Sequence[int]
+) -> list[tuple[int | None, int, str]]:
+    """The workers a launcher saw die of SIGKILL, as (rank, pid, label): those with one of
+    ``pids`` when a pid is named, else those on ``hosts`` (any host when none is known)."""
+    found: dict[int, tuple[int | None, int, str]] = {}
+    for failure in index.failures:
+        if failure.pid is not None and (
+            failure.signal == "SIGKILL" or failure.exitcode in _SIGKILL_EXITS
+        ):
+            where = failure.host
+            found.setdefault(failure.pid, (failure.rank, failure.pid, where or ""))
+    for event in index.all_of(LauncherEvent):
+        if event.action != "failed" or event.pid is None:
+            continue
+        if event.signal != "SIGKILL" and event.exitcode not in _SIGKILL_EXITS:
+            continue
+        where = host_of_event(index, event) or ""
+        rank = event.origin.rank
+        if rank is None and event.local_rank is not None:
+            rank = index.rank_at(where or None, event.local_rank)
+        found.setdefault(event.pid, (rank, event.pid, where))
+    victims = []
+    for rank, pid, where in found.values():
+        if pids and pid not in pids:
+            continue
+        if not pids and hosts and where and where not in hosts:
+            continue
+        who = f"rank {rank} (pid {pid})" if rank is not None else f"pid {pid}"
+        victims.append((rank, pid, who + (f" on {where}" if where else "")))
+    return victims
 
 
 def _named_pid(hit: Hit) -> list[int]:
