@@ -327,3 +327,23 @@ def test_a_heartbeat_timeout_is_left_to_ls501(tmp_path: Path) -> None:
     # The rank whose monitor fired waited: it is named in the title, not as the culprit.
     assert diagnosis.verdict.culprit_ranks == ()
     assert "rank(s) 0" in diagnosis.verdict.summary
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[W socket.cpp:697] [c10d] The client socket has failed to connect to "
+        "[master-0.train]:29500 (errno: 111 - Connection refused).",
+        "[W socket.cpp:697] [c10d] The client socket has failed to connect to (master-0.train, "
+        "29500) (errno: 111 - Connection refused).",
+        "[W socket.cpp:697] [c10d] The client socket has failed to connect to any network "
+        "address of (master-0.train, 29500).",
+    ],
+)
+def test_the_store_a_rank_could_not_reach_is_named_by_its_host_alone(
+    tmp_path: Path, line: str
+) -> None:
+    log = tmp_path / "worker.log"
+    log.write_text(line + "\n")
+    verdict = analyze([str(log)]).diagnosis.verdict
+    assert (verdict.kind, verdict.culprit_hosts) == ("bootstrap-failure", ("master-0.train",))
