@@ -112,8 +112,9 @@ _QUOTE = re.compile(r"(?:> ?)+")
 _FENCE_LINE = re.compile(r"\s*(?:```|~~~)[\w+.-]*\s*$")
 _FENCE = re.compile(r"```|~~~")
 PREFIX_FIRST = frozenset("[(>0123456789`~ ")
-_HEX_FIRST = frozenset("0123456789abcdef")
 """First characters of every prefix that needs no numbering scheme."""
+_HEX_FIRST = frozenset("0123456789abcdef")
+"""First characters of a container id (Determined's, after its time)."""
 _RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 
 _SYSLOG_TIME = r"([A-Z][a-z]{2}) +(\d\d?) (\d\d:\d\d:\d\d)(?:[.,]\d+)?"

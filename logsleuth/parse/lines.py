@@ -194,9 +194,10 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
                     return
             section = header.origin
             ref = SourceRef(source.name, header.lines[0])
-            text = cleaned if len(header.lines) == 1 else header.label
+            quoted = cleaned if len(header.lines) == 1 else header.label
             sink.emit(
-                SectionHeader(ref=ref, text=text, origin=section, label=header.label), header.lines
+                SectionHeader(ref=ref, text=quoted, origin=section, label=header.label),
+                header.lines,
             )
             taken_by["messages"] += 1
             offered.update(header.lines)

@@ -400,8 +400,7 @@ def _killed(
         if failure.pid is not None and (
             failure.signal == "SIGKILL" or failure.exitcode in _SIGKILL_EXITS
         ):
-            where = failure.host
-            found.setdefault(failure.pid, (failure.rank, failure.pid, where or ""))
+            found.setdefault(failure.pid, (failure.rank, failure.pid, failure.host or ""))
     for event in index.all_of(LauncherEvent):
         if event.action != "failed" or event.pid is None:
             continue
