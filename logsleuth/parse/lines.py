@@ -41,7 +41,7 @@ from logsleuth.parse.gdb import GdbReader
 from logsleuth.parse.messages import MessageReader
 from logsleuth.parse.nccl import NcclReader
 from logsleuth.parse.richtb import BOX_FIRST, RichTraceback
-from logsleuth.parse.sections import SECTION, Sections
+from logsleuth.parse.sections import Sections, begins_section
 from logsleuth.parse.stacks import StackReader
 from logsleuth.parse.summary import SummaryReader
 from logsleuth.parse.torchlog import TorchReader
@@ -464,7 +464,7 @@ def _read_plain_dump(
     if lines[-1] == "":
         lines.pop()
     head = lines[0]
-    if SECTION.fullmatch(head) is not None or head.startswith("==>"):
+    if begins_section(head):
         return None
     nccl = NcclReader(source.name, keep_ops)
     torch, stacks = TorchReader(source.name), StackReader(source.name)
@@ -533,7 +533,7 @@ def _begins_message(text: str) -> bool:
     # A format that begins with a value (``{}Process group watchdog thread terminated``,
     # the value torch's log prefix) matches a piece cut anywhere in that prefix (``efault_pg)
     # Rank 5] Process group ...``): the piece is the tail of a wrapped line, not a message.
-    leads_with_value = found.entry.fmt[:1] in "{%" and found.entry.fmt[:2] != "%%"
+    leads_with_value = found.entry.fmt[:1] in ("{", "%") and found.entry.fmt[:2] != "%%"
     return not (leads_with_value and found.fields and found.fields[0].strip())
 
 

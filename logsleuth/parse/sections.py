@@ -10,7 +10,6 @@ process's or the host's.
 from __future__ import annotations
 
 import re
-from collections import deque
 from dataclasses import dataclass
 
 from logsleuth.model.base import NO_ORIGIN, Origin, rank_in_file_name
@@ -48,11 +47,11 @@ class Header:
 class Sections:
     """Finds the headers of one input, line by line."""
 
-    __slots__ = ("_recent",)
+    __slots__ = ("_before", "_last")
 
     def __init__(self) -> None:
-        self._recent: deque[tuple[int, str]] = deque(maxlen=2)
-        """The last two non-blank lines seen, for a host block's look-back."""
+        # The last two non-blank lines seen (number, text), for a host block's look-back.
+        self._before = self._last = (0, "")
 
     def header(self, number: int, text: str) -> Header | None:
         """The header that line ``number`` (prefixes stripped) is or completes, or None.
@@ -60,8 +59,8 @@ class Sections:
         A host block is known at its closing rule: rule, host list, rule on consecutive
         lines.
         """
-        recent = tuple(self._recent)
-        self._recent.append((number, text))
+        (opened, rule), (listed, hosts) = self._before, self._last
+        self._before, self._last = self._last, (number, text)
         named = SECTION.fullmatch(text)
         if named is not None and (
             named.group("colon")
@@ -70,13 +69,12 @@ class Sections:
         ):
             label = f"{named.group('word')} {named.group('id')}"
             return Header(_process(named), label, (number,))
-        if text.lstrip().startswith("==>") and (found := _FILE.fullmatch(text)) is not None:
+        if (found := _file_header(text)) is not None:
             path = found.group("path")
             rank = rank_in_file_name(path)
             origin = Origin(rank=rank) if rank is not None else NO_ORIGIN
             return Header(origin, path, (number,))
-        if len(recent) == 2 and _RULE.fullmatch(text):
-            (opened, rule), (listed, hosts) = recent
+        if opened and _RULE.fullmatch(text):
             found = _HOSTS.fullmatch(hosts)
             if (
                 found is not None
@@ -89,6 +87,16 @@ class Sections:
                 origin = NO_ORIGIN if "[" in name else Origin(host=name)
                 return Header(origin, name, (listed, number))
         return None
+
+
+def _file_header(text: str) -> re.Match[str] | None:
+    return _FILE.fullmatch(text) if text.lstrip().startswith("==>") else None
+
+
+def begins_section(text: str) -> bool:
+    """Say whether ``text`` has the shape of a header naming a process or a file (a file of
+    dumps that begins with one is an excerpt, read line by line)."""
+    return SECTION.fullmatch(text) is not None or _file_header(text) is not None
 
 
 def _process(header: re.Match[str]) -> Origin:

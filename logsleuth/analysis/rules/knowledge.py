@@ -395,6 +395,23 @@ def _killed(
 ) -> list[tuple[int | None, int, str]]:
     """The workers a launcher saw die of SIGKILL, as (rank, pid, label): those with one of
     ``pids`` when a pid is named, else those on ``hosts`` (any host when none is known)."""
+    victims = []
+    for rank, pid, where in _sigkilled(index):
+        if pids and pid not in pids:
+            continue
+        if not pids and hosts and where and where not in hosts:
+            continue
+        who = f"rank {rank} (pid {pid})" if rank is not None else f"pid {pid}"
+        victims.append((rank, pid, who + (f" on {where}" if where else "")))
+    return victims
+
+
+def _sigkilled(index: EvidenceIndex) -> list[tuple[int | None, int, str]]:
+    """Every worker a launcher saw die of SIGKILL, as (rank, pid, host or ""): read once
+    per index (each host-memory kill message asks)."""
+    cached = index.derived.get("sigkilled")
+    if isinstance(cached, list):
+        return cached
     found: dict[int, tuple[int | None, int, str]] = {}
     for failure in index.failures:
         if failure.pid is not None and (
@@ -411,15 +428,8 @@ def _killed(
         if rank is None and event.local_rank is not None:
             rank = index.rank_at(where or None, event.local_rank)
         found.setdefault(event.pid, (rank, event.pid, where))
-    victims = []
-    for rank, pid, where in found.values():
-        if pids and pid not in pids:
-            continue
-        if not pids and hosts and where and where not in hosts:
-            continue
-        who = f"rank {rank} (pid {pid})" if rank is not None else f"pid {pid}"
-        victims.append((rank, pid, who + (f" on {where}" if where else "")))
-    return victims
+    killed = index.derived["sigkilled"] = list(found.values())
+    return killed
 
 
 def _named_pid(hit: Hit) -> list[int]:
