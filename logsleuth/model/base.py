@@ -38,6 +38,33 @@ def rank_in_file_name(source: str) -> int | None:
     return int(match.group(1)) if match and not _PID_IN_NAME.search(base) else None
 
 
+_KERNEL_LOG_NAME = re.compile(
+    r"(?:^|(?<=[-_.]))(?:dmesg|kern(?:el)?|syslog|messages|journal(?:ctl)?)(?=[-_.]|$)",
+    re.IGNORECASE,
+)
+"""The word that names a host's kernel or system log in a file name (``node03-dmesg.txt``)."""
+_LOG_EXTENSIONS = re.compile(r"(?:\.(?:log|txt|out|json))+$", re.IGNORECASE)
+_HOST_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]*\d[A-Za-z0-9.-]*")
+"""A cluster host's name: a letter first and a number in it (``node03``, ``gpu-a100-07``)."""
+
+
+def host_in_file_name(source: str) -> str | None:
+    """The host a kernel or system log's file name gives, or None.
+
+    ``dmesg -T > node03-dmesg.txt``, ``syslog_gpu-a100-07.log`` or ``node03/dmesg.txt``
+    (the directory names the host when the file's name is the log's alone). A date or a
+    word without a number is not a host.
+    """
+    parts = source.replace("\\", "/").rsplit("/", 2)
+    base = _LOG_EXTENSIONS.sub("", parts[-1])
+    if not _KERNEL_LOG_NAME.search(base):
+        return None
+    rest = _KERNEL_LOG_NAME.sub("", base).strip("-_.")
+    if not rest and len(parts) > 1:
+        rest = parts[-2]
+    return rest if _HOST_NAME.fullmatch(rest) else None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Origin:
     """Who wrote a line, as far as the line itself (and its prefixes) says.

@@ -107,6 +107,9 @@ _CRI_STREAM = re.compile(r"(?:stdout|stderr) [FP] ")
 # Grafana/Loki's "Download logs": "<ISO time> {container="x", pod="y"} <message>".
 _LOKI_LABELS = re.compile(r'\{[\w.]+="[^"]*"(?:, ?[\w.]+="[^"]*")*\}\s')
 _KUBECTL = re.compile(r"\[pod/([^\s/\]]+)/[^\s\]]+\]\s")
+# docker compose's "<container>  | " (v2 ``trainer-1``, ``proj-trainer-1``; v1 ``trainer_1``):
+# the container's name ends in its replica number, and stands for the host.
+_COMPOSE = re.compile(r"([A-Za-z0-9][\w.-]*?[-_]\d+) +\|(?: |$)")
 _QUOTE = re.compile(r"(?:> ?)+")
 # A pasted markdown fence: the whole line (```text) is an artefact, a glued one (```host:..) not.
 _FENCE_LINE = re.compile(r"\s*(?:```|~~~)[\w+.-]*\s*$")
@@ -217,7 +220,9 @@ def detect_wrap(sample: Sequence[str]) -> int | None:
         return None
     lengths, width = widest
     cut = [i for i, n in enumerate(lengths) if n == width and i + 1 < len(sample)]
-    if len(cut) < 2:
+    # One line said twice with something else after each (an error, then the traceback that
+    # ends in it) is no width; a long line logged again, cut again, continues alike.
+    if len({sample[i] for i in cut}) < 2 and len({sample[i + 1] for i in cut}) > 1:
         return None
     # A box (a rich traceback, a table) has lines of one width too, but they end in its frame.
     if sum(1 for i in cut if sample[i][-1:] in _FRAME_CHARS) * 2 > len(cut):
@@ -519,10 +524,14 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
         and line[:3] not in _MONTHS
         and "[repeated" not in line
         and not line.startswith(_LEVEL_WORDS)
+        and " |" not in line[:80]
     ):
         return line, NO_ORIGIN  # the common case: nothing to strip
     hint = NO_ORIGIN
     text = line
+    if m := _COMPOSE.match(text):
+        hint = Origin(host=m.group(1))
+        text = text[m.end() :]
     scheme = NUMBERING_SCHEMES.get(numbering) if numbering else None
     for _ in range(6):
         before = text
@@ -553,7 +562,11 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
                 if m.group(3) and (tp := _tp_rank(m.group(3))) is not None:
                     hint = _with(hint, rank=tp)
                 text = text[m.end() :]
-            elif m := (_KUBECTL.match(text) or _DEEPSPEED_HEAD.match(text)):
+            elif m := _KUBECTL.match(text):
+                # A pod is one network identity: its name stands for the host.
+                hint = _with(hint, host=m.group(1))
+                text = text[m.end() :]
+            elif m := _DEEPSPEED_HEAD.match(text):
                 text = text[m.end() :]
         elif text.startswith("("):
             if (m := _RAY.match(text)) and m.group("daemon"):

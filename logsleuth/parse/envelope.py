@@ -27,16 +27,21 @@ from logsleuth.model.base import NO_ORIGIN, Origin
 MESSAGE_KEYS = (
     "log", "message", "msg", "textpayload", "_raw", "line", "body", "text", "content", "event",
 )  # fmt: skip
-"""Names of the field that holds the line, in order of preference (compared casefolded);
+"""Names of the field that holds the line, in order of preference (compared folded, see :func:`_fold`);
 structlog's JSON renderer calls it ``event``."""
-_EXCEPTION_KEYS = ("exception", "exc_info", "stack_trace", "stacktrace", "traceback")
+_EXCEPTION_KEYS = (
+    "exception", "exc_info", "stack_trace", "stacktrace", "traceback", "py_callstack",
+)  # fmt: skip
 """Where a structured logger puts the traceback of the exception it logged (structlog's
-``format_exc_info``, python-json-logger's ``exc_info``): its lines follow the message."""
+``format_exc_info``, python-json-logger's ``exc_info``, torchelastic's ``error.json``
+``py_callstack``): its lines follow the message."""
+_LINE_KEYS = frozenset(MESSAGE_KEYS + _EXCEPTION_KEYS)
+"""The fields of a pretty-printed export whose values are log lines."""
 _RANK_KEYS = ("rank", "global_rank", "world_rank")
 _NESTED_KEYS = ("jsonpayload", "_source", "fields", "result", "payload", "event")
 """Objects a collector nests the record in (GCP ``jsonPayload``, Elasticsearch ``_source``,
 Splunk's ``result``)."""
-_TIME_KEYS = ("time", "timestamp", "@timestamp", "ts", "date", "datetime", "__realtime_timestamp")
+_TIME_KEYS = ("time", "timestamp", "ts", "date", "datetime", "__realtime_timestamp")
 _HOST_KEYS = ("host", "hostname", "_hostname", "host.name", "node", "nodename", "node_name")
 _PID_KEYS = ("_pid", "pid")
 _FIELD_LINE = re.compile(r'\s*"([\w@.$-]{1,40})"\s*:\s*("(?:[^"\\]|\\.)*")\s*,?\s*$')
@@ -54,7 +59,7 @@ class Envelope:
     Attributes:
         form: ``json-lines`` (one object per line), ``json-fields`` (a pretty-printed
             export: only the message fields' lines hold log lines), ``logfmt`` or ``csv``.
-        columns: The CSV header's names, casefolded (``csv`` only).
+        columns: The CSV header's names, folded (``csv`` only).
         delimiter: The CSV delimiter (``csv`` only).
     """
 
@@ -76,7 +81,7 @@ class Envelope:
             return None if text is None else (_pieces(text), _origin(record))
         if self.form == "json-fields":
             field = _FIELD_LINE.match(line)
-            if field is None or field.group(1).casefold() not in MESSAGE_KEYS:
+            if field is None or _fold(field.group(1)) not in _LINE_KEYS:
                 return None
             return _pieces(json.loads(field.group(2))), NO_ORIGIN
         row = _csv_row(line, self.delimiter)
@@ -105,8 +110,7 @@ def detect_envelope(sample: Sequence[str]) -> Envelope | None:
         # A pretty-printed export: its structure is most of its lines; one message field
         # among them is enough, as the excerpt may hold a single entry.
         if any(
-            (m := _FIELD_LINE.match(line)) and m.group(1).casefold() in MESSAGE_KEYS
-            for line in lines
+            (m := _FIELD_LINE.match(line)) and _fold(m.group(1)) in _LINE_KEYS for line in lines
         ):
             return Envelope("json-fields")
         return None
@@ -114,7 +118,7 @@ def detect_envelope(sample: Sequence[str]) -> Envelope | None:
         header = _csv_row(lines[0], delimiter)
         if header is None or len(header) < 2:
             continue
-        columns = tuple(name.strip().casefold() for name in header)
+        columns = tuple(_fold(name.strip()) for name in header)
         if not any(name in MESSAGE_KEYS for name in columns) or not all(
             name and len(name) <= 40 and not name[:1].isdigit() for name in columns
         ):
@@ -165,9 +169,15 @@ def _csv_row(line: str, delimiter: str) -> list[str] | None:
         return None  # a field that goes on past this line: not a row of its own
 
 
+def _fold(key: str) -> str:
+    """A field's name as it is compared: casefolded, without the ``@`` some collectors put
+    in front of their own fields (CloudWatch Logs Insights' ``@message``, ``@timestamp``)."""
+    return key.casefold().lstrip("@")
+
+
 def _field(record: dict[str, Any], names: Sequence[str]) -> Any:
-    """The value of the first of ``names`` that ``record`` has (keys compared casefolded)."""
-    folded = {key.casefold(): value for key, value in record.items() if isinstance(key, str)}
+    """The value of the first of ``names`` that ``record`` has (keys compared folded)."""
+    folded = {_fold(key): value for key, value in record.items() if isinstance(key, str)}
     for name in names:
         if name in folded:
             return folded[name]

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 
-from logsleuth.model.base import NO_ORIGIN, InputSummary, Origin, SourceRef
+from logsleuth.model.base import NO_ORIGIN, InputSummary, Origin, SourceRef, host_in_file_name
 from logsleuth.model.messages import SectionHeader
 from logsleuth.parse.base import InputResult, Line, Reader, Sink
 from logsleuth.parse.catalog import load_catalog
@@ -149,8 +149,10 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
         return None
 
     sections = Sections()
-    section = NO_ORIGIN
-    """Who the lines under the last section header (``Rank A:``) come from."""
+    host = host_in_file_name(source.name)
+    section = NO_ORIGIN if host is None else Origin(host=host)
+    """Who the lines under the last section header (``Rank A:``) come from: at first, the
+    host a kernel log's file name gives (``node03-dmesg.txt``)."""
     record = (0, NO_ORIGIN)
     """The last line whose own format tagged its rank (``[rank 3] ``), and its prefixes."""
     rich = RichTraceback()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from logsleuth.model.base import NO_ORIGIN, Origin, rank_in_file_name
+from logsleuth.model.base import NO_ORIGIN, Origin, host_in_file_name, rank_in_file_name
 
 SECTION = re.compile(
     r"\s*(?:#{1,6}\s*|\*\*|__|(?P<rule>[=\-~]{2,})\s*)?"
@@ -71,8 +71,8 @@ class Sections:
             return Header(_process(named), label, (number,))
         if (found := _file_header(text)) is not None:
             path = found.group("path")
-            rank = rank_in_file_name(path)
-            origin = Origin(rank=rank) if rank is not None else NO_ORIGIN
+            rank, host = rank_in_file_name(path), host_in_file_name(path)
+            origin = Origin(rank=rank, host=host) if (rank, host) != (None, None) else NO_ORIGIN
             return Header(origin, path, (number,))
         if opened and _RULE.fullmatch(text):
             found = _HOSTS.fullmatch(hosts)

@@ -283,6 +283,14 @@ def test_a_fixed_width_table_is_no_wrap() -> None:
     assert result.summary.unrecognized == 0
 
 
+def test_one_line_said_twice_is_no_hard_wrap() -> None:
+    # An error and the traceback that ends in it: the longest line twice, each followed by
+    # something else. The same text twice is no terminal width.
+    error = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    sample = [error, '  "extraInfo": {', "Traceback (most recent call last):", error, "}"]
+    assert detect_wrap(sample) is None
+
+
 NVLS = (
     "c2ce1c877ea3:1023:1032 [0] NCCL INFO NVLS Bind mem 0xac0000000 UC handle 0x7f3310ccb240 "
     "MC handle 0x7f3310ccaa20 size 1073741824"
