@@ -124,6 +124,44 @@ def _own_error_first(findings: list[Finding]) -> list[Finding]:
     return [lead, *(f for f in findings if f is not own)]
 
 
+_OWNERLESS_CAUSES = frozenset({"cuda-error", "resource-exhausted", "network-error"})
+"""Kinds of a cause a process suffers itself: an error of one of them that no line ties to
+a process is the one dead rank's when the evidence shows exactly one."""
+
+
+def _ownerless_cause_of_death(index: EvidenceIndex, findings: list[Finding]) -> list[Finding]:
+    """Give an error that names no process to the one rank that died.
+
+    An excerpt often holds the error without its writer's prefix (torchelastic's
+    ``error.json``, a pasted traceback) next to the launcher's account of the one worker that
+    failed (``Root Cause (first observed failure): rank 5``). The error is what that rank died
+    of: the lead names the rank and says the link is inferred. With several workers that
+    failed of their own, or none, nothing is joined.
+    """
+    if not findings:
+        return findings
+    lead = findings[0]
+    if lead.kind not in _OWNERLESS_CAUSES or lead.ranks or lead.hosts or lead.pids:
+        return findings
+    deaths = [f for f in findings[1:] if f.kind == "process-died" and len(f.ranks) == 1]
+    failed = {f.rank for f in index.failures if f.exitcode not in (None, 0)}
+    if not deaths or len(failed | set(deaths[0].ranks)) != 1:
+        return findings
+    death = deaths[0]
+    joined = replace(
+        lead,
+        detail=(
+            f"{lead.detail} No line ties this error to a process; the one rank that died, "
+            f"{death.title.rstrip('.')}, is taken as its writer."
+        ),
+        ranks=death.ranks,
+        hosts=death.hosts,
+        pids=death.pids,
+        evidence=lead.evidence + tuple(e for e in death.evidence[:2] if e not in lead.evidence),
+    )
+    return [joined, *findings[1:]]
+
+
 def _coverage(index: EvidenceIndex) -> float:
     """Share of the world's ranks we have any evidence from (1.0 when unknown)."""
     if not index.world_size:
@@ -512,7 +550,7 @@ def _diagnose(events: Sequence[Event], inputs: Sequence[InputSummary], version: 
                 findings.extend(rule().check(index))
     findings = _merge(findings)
     findings.sort(key=_rank_key)
-    findings = _own_error_first(findings)
+    findings = _ownerless_cause_of_death(index, _own_error_first(findings))
     findings, led = _lead(_corroborate(findings), _coverage(index), _truncated_ranks(index))
     input_views = tuple(
         InputView(

@@ -20,6 +20,7 @@ from logsleuth.model.messages import LogMessage
 from logsleuth.model.nccl import (
     NcclChannelConnect,
     NcclCollective,
+    NcclCommConfig,
     NcclCommEnd,
     NcclCommInit,
     NcclConnected,
@@ -36,7 +37,7 @@ from logsleuth.model.nccl import (
     NcclWarn,
 )
 from logsleuth.model.stacks import StackDump
-from logsleuth.model.torch import ChildFailure
+from logsleuth.model.torch import ChildFailure, WatchdogError
 
 _PLUGIN_PATH = re.compile(r"Plugin Path : \S*?([^/\s]+\.so(?:\.\d+)*)")
 """nccl-rdma-sharp-plugins / aws-ofi-nccl print where they were loaded from."""
@@ -275,6 +276,33 @@ class EvidenceIndex:
         }
         return ranks.pop() if len(ranks) == 1 else None
 
+    def rank_at_nccl(self, host: str | None, local_rank: int) -> int | None:
+        """Return the global rank of NCCL's local rank ``local_rank`` on ``host``, if known.
+
+        NCCL numbers the ranks of one host in its top communicator (``localRank N`` in its
+        proxy's messages); each process's ``comm ... rank R nRanks N ... localRank L`` line
+        says which is which. Without such lines, a launcher's placement answers.
+        """
+        cached = self.derived.get("nccl_local")
+        table: dict[tuple[str | None, int], int]
+        if isinstance(cached, dict):
+            table = cached
+        else:
+            configs = self.all_of(NcclCommConfig)
+            top = max((c.nranks or 0 for c in configs), default=0)
+            table = {}
+            for config in configs:
+                if config.nranks != top or config.local_rank is None or config.rank is None:
+                    continue
+                key = (config.origin.host, config.local_rank)
+                # Two ranks at one place (hosts that print one name): none of them.
+                table[key] = config.rank if table.get(key, config.rank) == config.rank else -1
+            self.derived["nccl_local"] = table
+        found = table.get((host, local_rank))
+        if found is not None:
+            return found if found >= 0 else None
+        return self.rank_at(host, local_rank)
+
     def proc_of_rank(self, rank: int) -> Proc | None:
         """Return the best-known process record of global ``rank`` (NCCL streams first).
 
@@ -352,6 +380,8 @@ _RANK_SOURCES = {
     "summary": 2,
     "layout": 2,
     "file-name": 1,
+    "host": 1,
+    "last-error": 1,
 }
 """How much each source of a process's global rank is trusted (higher wins)."""
 
@@ -361,6 +391,34 @@ def _set_rank(proc: Proc, rank: int, source: str, strength: int) -> None:
     if proc.rank is None or strength > current:
         proc.rank = rank
         proc.rank_source = source
+
+
+def _quoted_last_error(index: EvidenceIndex) -> None:
+    """Give a rank to the NCCL process whose WARN a rank's error quotes as its last error.
+
+    ``[rank2]: ... DistBackendError ... Last error: Cuda failure 'out of memory'`` quotes the
+    last WARN of that rank's own NCCL (``n1:902:902 [2] ... NCCL WARN Cuda failure 'out of
+    memory'``): when exactly one process without a rank printed that WARN, it is rank 2.
+    """
+    quoted: dict[str, set[int]] = defaultdict(set)
+    for error in index.all_of(WatchdogError):
+        rank = error.rank if error.rank is not None else error.origin.rank
+        if error.detail and rank is not None:
+            quoted[error.detail.strip()].add(rank)
+    if not quoted:
+        return
+    writers: dict[str, set[Stream]] = defaultdict(set)
+    for warn in index.all_of(NcclWarn):
+        text = warn.message.strip()
+        if text in quoted:
+            writers[text].add((warn.origin.host, warn.origin.pid))
+    for text, ranks in quoted.items():
+        streams = writers.get(text, set())
+        if len(ranks) != 1 or len(streams) != 1:
+            continue
+        proc = index.procs.get(next(iter(streams)))
+        if proc is not None and proc.rank is None:
+            _set_rank(proc, next(iter(ranks)), "last-error", _RANK_SOURCES["last-error"])
 
 
 def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) -> EvidenceIndex:
@@ -470,6 +528,17 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
         for stream, rank in world.members.items():
             if rank is not None:
                 _set_rank(index.proc(stream), rank, "world-comm", order["world-comm"])
+    # A process whose log stops before ``Init COMPLETE`` still said its place in the largest
+    # communicator (2.20+: ``comm 0x.. rank 7 nRanks 8 nNodes 2 localRanks 4 localRank 3``).
+    configs = index.all_of(NcclCommConfig)
+    top = max((c.nranks or 0 for c in configs), default=0)
+    if top and top >= (index.world_size or 0):
+        for config in configs:
+            if config.nranks == top and config.rank is not None:
+                proc = index.proc((config.origin.host, config.origin.pid))
+                if proc.rank is None:
+                    _set_rank(proc, config.rank, "world-comm", order["world-comm"])
+        index.world_size = index.world_size or top
     # pid -> processes once, not a scan of every process per manifest entry (4,096 ranks).
     by_pid: dict[int, list[tuple[str | None, Proc]]] = defaultdict(list)
     for (h, q), p in index.procs.items():
@@ -518,6 +587,19 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
             if (named := rank_in_file_name(source)) is not None:
                 _set_rank(proc, named, "file-name", order["file-name"])
                 break
+    _quoted_last_error(index)
+    # A host's lines without a pid (a pod's ``kubectl logs --prefix``, a pdsh host) are its one
+    # process's when the host shows exactly one process, with a rank.
+    pids_on: dict[str, list[Proc]] = defaultdict(list)
+    for (h, q), p in index.procs.items():
+        if h is not None and q is not None:
+            pids_on[h].append(p)
+    for (h, q), proc in index.procs.items():
+        if h is None or q is not None or proc.rank is not None or (h, q) in shared:
+            continue
+        alone = pids_on.get(h, ())
+        if len(alone) == 1 and alone[0].rank is not None:
+            _set_rank(proc, alone[0].rank, "host", order["host"])
     # A process logs its own connections: it is the sending side of a "send" (or undirected
     # ring) line and the receiving side of a "receive" line. Weakest of all sources.
     for stream, seen in first_connect.items():

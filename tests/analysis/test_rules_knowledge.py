@@ -96,7 +96,9 @@ def test_a_cause_outranks_the_symptoms_it_explains(tmp_path: Path) -> None:
     )
     verdict = diagnosis.verdict
     assert (verdict.kind, verdict.code) == ("resource-exhausted", "LS701")
-    assert (verdict.culprit_ranks, verdict.culprit_hosts) == ((), ("gpu-node002",))
+    # The host is short of locked memory; rank 5 ran into the limit, and rank 0 waits for it.
+    assert (verdict.culprit_ranks, verdict.culprit_hosts) == ((5,), ("gpu-node002",))
+    assert "rank 5 ran into it" in diagnosis.findings[0].detail
     assert "LS702" not in {f.code for f in diagnosis.findings}
 
 

@@ -163,6 +163,12 @@ def _read_elsewhere(index: EvidenceIndex, known: Known, completed: set[Stream]) 
     return False
 
 
+def _ranks_label(ranks: Iterable[int]) -> str:
+    """``rank 5`` or ``ranks 2, 5``."""
+    ordered = sorted(set(ranks))
+    return ("rank " if len(ordered) == 1 else "ranks ") + ", ".join(map(str, ordered))
+
+
 @dataclass(slots=True)
 class _Group:
     entry: Entry
@@ -244,7 +250,13 @@ class _KnowledgeRule(Rule):
                 if group.named
                 else f"The process that printed it is the culprit ({seen_on})."
             ),
-            "host": f"The fault is on the host ({', '.join(sorted(group.hosts)) or 'of the writer'}), not in one rank."
+            "host": f"The fault is on the host ({', '.join(sorted(group.hosts)) or 'of the writer'})"
+            + (
+                f"; {_ranks_label(group.ranks)} ran into it, and the others wait for "
+                f"{'it' if len(group.ranks) == 1 else 'them'}."
+                if group.ranks and not group.named
+                else ", not in one rank."
+            )
             + (f" The process it killed is {group.named}." if group.named else ""),
             "peer": (
                 f"It points away from the writer: the culprit is {group.named}."
@@ -380,10 +392,15 @@ def _blame(index: EvidenceIndex, known: Known) -> tuple[list[int], list[str], li
             # and pid (``Killed process 4242`` and ``failed (exitcode: -9) ... (pid: 4242)``).
             ((rank, pid, label),) = victims
             return ([rank] if rank is not None else []), hosts, [pid], label
-        return [], hosts, named or pids, ""
+        if named or known.hit.entry.kind != "resource-exhausted":
+            return [], hosts, named or pids, ""
+        # A rank's own line about a resource its host ran short of (its DataLoader's bus
+        # error, the shm segment it could not create): that rank hit the limit and stopped.
+        # A host's setup (a plugin, a driver) fails all its ranks alike: none is named.
+        return _ranks, hosts, pids, ""
     if side == "none":
         return [], [], [], ""
-    return _peer(index, known.hit)
+    return _peer(index, known.hit, known.event)
 
 
 _SIGKILL_EXITS = frozenset({-9, 137})
@@ -438,8 +455,41 @@ def _named_pid(hit: Hit) -> list[int]:
     return [int(named)] if named and named.isdigit() and len(named) <= 9 else []
 
 
-def _peer(index: EvidenceIndex, hit: Hit) -> tuple[list[int], list[str], list[int], str]:
-    """Resolve the peer a message names: an address (to its host), rank(s), or a host name."""
+_RECORD_FIELD = re.compile(r"\s*[\w.]{1,40}: \S+\s*")
+"""A line that is one ``key: value`` field of the record above it."""
+_RECORD_FIELDS = 12
+
+
+def _record_fields(index: EvidenceIndex, event: Event) -> dict[str, str]:
+    """The named values of the ``key: value`` lines right below ``event``, of its family."""
+    if not isinstance(event, LogMessage):
+        return {}
+    cached = index.derived.get("message_lines")
+    if not isinstance(cached, dict):
+        cached = {(m.ref.source, m.ref.line): m for m in index.all_of(LogMessage)}
+        index.derived["message_lines"] = cached
+    found: dict[str, str] = {}
+    seen = False
+    for line in range(event.ref.line + 1, event.ref.line + 1 + _RECORD_FIELDS):
+        below = cached.get((event.ref.source, line))
+        if below is None and not seen:
+            continue  # a line of the message itself (a wrapped or multi-line message)
+        if not isinstance(below, LogMessage) or below.family != event.family:
+            break
+        seen = True
+        if not _RECORD_FIELD.fullmatch(below.message):
+            break
+        for name, value in below.fields:
+            if name in ("pid", "host", "rank") and value:
+                found.setdefault(name, value)
+    return found
+
+
+def _peer(
+    index: EvidenceIndex, hit: Hit, event: Event | None = None
+) -> tuple[list[int], list[str], list[int], str]:
+    """Resolve the peer a message names: an address (to its host), rank(s), a host name, or
+    a local rank of the writer's own host (``event``'s)."""
     several = [int(n) for n in re.findall(r"\d+", hit.field("ranks") or "")]
     if len(several) > 1:
         procs = [index.proc_of_rank(r) for r in several]
@@ -447,15 +497,40 @@ def _peer(index: EvidenceIndex, hit: Hit) -> tuple[list[int], list[str], list[in
         pids = [p.pid for p in procs if p is not None and p.pid is not None]
         return several, hosts, pids, "ranks " + ", ".join(map(str, several))
     rank = hit.field("rank") or (str(several[0]) if several else None)
+    local_rank = hit.field("local_rank")
+    on: str | None = None
+    if rank is None and event is not None and local_rank is not None and local_rank.isdigit():
+        # NCCL's proxy about another process of its node (``Could not receive type from
+        # localRank 3``): that local rank of the writer's host.
+        writers = _writer(index, event)[1]
+        on = writers[0] if len(writers) == 1 else None
+        placed = index.rank_at_nccl(on, int(local_rank))
+        if placed is None:
+            where = f" on {on}" if on else ""
+            return [], [on] if on else [], [], f"local rank {local_rank}{where}"
+        rank = str(placed)
     if rank is not None and rank.isdigit():
         proc = index.proc_of_rank(int(rank))
         # The host the message names with the rank (``rank 3 ... on node gpu-2``) stands
         # when no other evidence places that rank.
-        named_host = (hit.field("host") or "").strip("[]()<>,.")
+        named_host = (hit.field("host") or on or "").strip("[]()<>,.")
         hosts = [proc.host] if proc and proc.host else [named_host] if named_host else []
         pids = [proc.pid] if proc and proc.pid is not None else []
         return [int(rank)], hosts, pids, f"rank {rank}"
     address = hit.field("peer") or hit.field("host")
+    if not address and event is not None:
+        record = _record_fields(index, event)
+        if "pid" in record or "host" in record:
+            # A record whose fields follow it on lines of their own (Ray's ``ActorDiedError``
+            # then ``pid: 4471``, ``ip: 10.0.0.7``): the process they describe.
+            host, pid = record.get("host"), record.get("pid")
+            pids = [int(pid)] if pid and pid.isdigit() and len(pid) <= 9 else []
+            placed = index.rank_of(host, pids[0]) if pids else None
+            ranks = [placed] if placed is not None else []
+            who = " ".join(
+                x for x in (f"pid {pid}" if pids else "", f"on {host}" if host else "") if x
+            )
+            return ranks, [host] if host else [], pids, who
     if not address:
         return [], [], [], ""
     match = _IP.search(address)

@@ -12,6 +12,7 @@ from logsleuth.analysis.rules.base import Rule, culprits, describe
 from logsleuth.analysis.rules.streams import first_by_time, stream_of, traces_of
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
+from logsleuth.model.nccl import NcclWarn
 from logsleuth.model.torch import WatchdogError
 
 _ADDRESS = re.compile(r"(\d{1,3}(?:\.\d{1,3}){3}|\[?[0-9a-fA-F:]+:[0-9a-fA-F:%\w]*\]?)<(\d+)>")
@@ -184,6 +185,35 @@ class IbCompletionError(Rule):
                 next_steps=(f"Find out why {who} on {peer_host} died (its log, dmesg).",),
             )
             return
+        toward = _common_peer(warns)
+        if toward is not None:
+            # Several hosts lost their queue pairs to one peer: the fault is at that end
+            # (its port, cable or host), not at each of theirs.
+            where = peer_host or toward
+            reporters = sorted({h for h, _ in (stream_of(w) for w in warns) if h is not None})
+            yield self.finding(
+                severity="critical",
+                title=f"IB/RoCE completion errors on {len(reporters)} hosts, all toward {where}",
+                detail=(
+                    f"{', '.join(reporters)} each failed completions (the first status={status}, "
+                    f"{meaning}) on their connections to {peer}"
+                    + (f", host {peer_host}" if peer_host else "")
+                    + ". Errors from several hosts that meet at one peer point at that peer's "
+                    "port, cable or host; its own log and dmesg say which."
+                ),
+                events=[primary, *cascade],
+                ranks=[],
+                hosts=[where],
+                pids=[],
+                confidence=0.7,
+                next_steps=(
+                    f"On {where}: ibstat / ibv_devinfo (port state), dmesg -T for link-down or "
+                    "mlx5 health events around the time, and the switch port it is cabled to.",
+                    f"Test the path to {where} from one reporter (ib_write_bw / ibping); drain "
+                    f"{where} if its port flaps.",
+                ),
+            )
+            return
         yield self.finding(
             severity="critical",
             title=f"IB/RoCE completion error status={status} on {describe(index, [stream])}"
@@ -216,6 +246,20 @@ class IbCompletionError(Rule):
                 "For RoCE: verify NCCL_IB_GID_INDEX, the traffic class and PFC/ECN settings are the same everywhere.",
             ),
         )
+
+
+def _common_peer(warns: list[NcclWarn]) -> str | None:
+    """The one peer address (without its port) that the failed completions of two or more
+    hosts all name, or None. Flushes (status 5) follow a first error and are not counted."""
+    failed = [w for w in warns if w.field("status") not in ("5", None)]
+    hosts = {stream_of(w)[0] for w in failed} - {None}
+    peers = {
+        found.group(1) if (found := _ADDRESS.search(w.field("peer") or "")) else None
+        for w in failed
+    }
+    if len(hosts) < 2 or len(peers) != 1:
+        return None
+    return peers.pop()
 
 
 class RemoteClosed(Rule):

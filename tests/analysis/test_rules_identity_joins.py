@@ -1,0 +1,253 @@
+"""Whose failure it is when the line that shows it does not say: joins between what one
+line says and what others say of the same process, host or peer.
+
+An excerpt pasted into a ticket holds the error without its writer's prefix, a pod's lines
+without pids, a proxy's complaint about "localRank 3", or several hosts' errors that all
+name one peer. The culprit is the process or host those joins point at.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from logsleuth.api import analyze
+from logsleuth.model.diagnosis import Verdict
+
+WATCHDOG = (
+    "[rank{rank}]:[E1123 09:40:00.000000 20{rank} torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:632] "
+    "[PG ID 0 PG GUID 0(default_pg) Rank {rank}] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=88, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for "
+    "1800092 milliseconds before timing out."
+)
+INIT = (
+    "[rank{rank}]:[I1123 09:00:00.000000 20{rank} torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:913] "
+    "[PG ID 0 PG GUID 0(default_pg) Rank {rank}] ProcessGroupNCCL initialization options: size: 4, "
+    "global rank: {rank}, TIMEOUT(ms): 1800000, USE_HIGH_PRIORITY_STREAM: 0"
+)
+
+
+def verdict_of(tmp_path: Path, files: dict[str, str]) -> Verdict:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    return analyze([str(tmp_path)]).diagnosis.verdict
+
+
+def culprit(verdict: Verdict) -> tuple[str, tuple[int, ...], tuple[str, ...], tuple[int, ...]]:
+    return verdict.kind, verdict.culprit_ranks, verdict.culprit_hosts, verdict.culprit_pids
+
+
+def _pod(rank: int) -> str:
+    return "train-master-0" if rank == 0 else f"train-worker-{rank - 1}"
+
+
+def test_a_pods_lines_without_a_pid_are_its_one_ranks(tmp_path: Path) -> None:
+    # kubectl logs --prefix: the pod's torch lines name rank 2; its traceback names nobody.
+    lines = [f"[pod/{_pod(r)}/pytorch] " + INIT.format(rank=r) for r in range(4)]
+    lines += [
+        f"[pod/{_pod(2)}/pytorch] {line}"
+        for line in (
+            "Traceback (most recent call last):",
+            '  File "/workspace/train.py", line 180, in main',
+            "    batch = next(it)",
+            "RuntimeError: DataLoader worker (pid 873) is killed by signal: Bus error. It is "
+            "possible that dataloader's workers are out of shared memory. Please try to raise "
+            "your shared memory limit.",
+        )
+    ]
+    lines += [f"[pod/{_pod(r)}/pytorch] " + WATCHDOG.format(rank=r) for r in (0, 1, 3)]
+    verdict = verdict_of(tmp_path, {"pods.log": "\n".join(lines) + "\n"})
+    assert culprit(verdict) == ("resource-exhausted", (2,), ("train-worker-1",), ())
+
+
+def test_a_host_with_several_processes_gives_none_of_them_its_bare_lines(tmp_path: Path) -> None:
+    # The same pod runs two ranks (two pids): its traceback is neither's.
+    lines = ["[pod/node-a/pytorch] " + INIT.format(rank=r) for r in (0, 1)]
+    lines += [
+        "[pod/node-a/pytorch] Traceback (most recent call last):",
+        '[pod/node-a/pytorch]   File "/workspace/train.py", line 180, in main',
+        "[pod/node-a/pytorch] RuntimeError: DataLoader worker (pid 873) is killed by signal: "
+        "Bus error. It is possible that dataloader's workers are out of shared memory.",
+    ]
+    verdict = verdict_of(tmp_path, {"pods.log": "\n".join(lines) + "\n"})
+    assert verdict.kind == "resource-exhausted"
+    assert (verdict.culprit_ranks, verdict.culprit_hosts) == ((), ("node-a",))
+
+
+SUMMARY = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Failures:
+{others}
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-23_10:00:00
+  host      : node-7
+  rank      : 5 (local_rank: 1)
+  exitcode  : 1 (pid: 9921)
+  error_file: /tmp/torchelastic_x1y2/none_abc/attempt_0/1/error.json
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+============================================================
+"""
+OTHER = """[1]:
+  time      : 2026-11-23_10:00:01
+  host      : node-7
+  rank      : 6 (local_rank: 2)
+  exitcode  : 1 (pid: 9922)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"""
+ERROR_FILE = {
+    "message": {
+        "message": "RuntimeError: CUDA error: an illegal memory access was encountered\n",
+        "extraInfo": {"py_callstack": "", "timestamp": "1763892000"},
+    }
+}
+
+
+def test_an_error_no_line_ties_to_a_process_is_the_one_dead_ranks(tmp_path: Path) -> None:
+    verdict = verdict_of(
+        tmp_path,
+        {
+            "error.json": json.dumps(ERROR_FILE, indent=2) + "\n",
+            "summary.txt": SUMMARY.format(others="  <NO_OTHER_FAILURES>"),
+        },
+    )
+    assert culprit(verdict) == ("cuda-error", (5,), ("node-7",), (9921,))
+    assert "is taken as its writer" in analyze([str(tmp_path)]).diagnosis.findings[0].detail
+
+
+def test_with_two_dead_ranks_an_ownerless_error_names_no_one(tmp_path: Path) -> None:
+    verdict = verdict_of(
+        tmp_path,
+        {
+            "error.json": json.dumps(ERROR_FILE, indent=2) + "\n",
+            "summary.txt": SUMMARY.format(others=OTHER),
+        },
+    )
+    assert verdict.kind == "cuda-error"
+    assert verdict.culprit_ranks == ()
+
+
+def _ib_completion(host: str, pid: int, peer: str) -> str:
+    return (
+        f"{host}:{pid}:{pid + 100} [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion "
+        f"from peer {peer}<34112> with status=12 opcode=0 len=0 vendor err 129 (Recv) localGid "
+        "fe80::a288:c2ff:fe1b:2c10 remoteGid fe80::a288:c2ff:fe1b:3f70 hca mlx5_0"
+    )
+
+
+def test_completion_errors_of_several_hosts_toward_one_peer_blame_the_peer(
+    tmp_path: Path,
+) -> None:
+    warns = [
+        _ib_completion("node01", 5500, "10.1.0.13"),
+        _ib_completion("node02", 5508, "10.1.0.13"),
+    ]
+    verdict = verdict_of(tmp_path, {"warns.txt": "\n".join(warns) + "\n"})
+    assert culprit(verdict) == ("network-error", (), ("10.1.0.13",), ())
+
+
+def test_completion_errors_toward_different_peers_blame_the_first_reporter(
+    tmp_path: Path,
+) -> None:
+    warns = [
+        _ib_completion("node01", 5500, "10.1.0.13"),
+        _ib_completion("node02", 5508, "10.1.0.14"),
+    ]
+    verdict = verdict_of(tmp_path, {"warns.txt": "\n".join(warns) + "\n"})
+    assert culprit(verdict) == ("network-error", (), ("node01",), (5500,))
+
+
+def test_the_host_whose_port_went_down_outranks_the_peers_that_saw_it(tmp_path: Path) -> None:
+    warns = [
+        _ib_completion("node01", 5500, "10.1.0.13"),
+        _ib_completion("node02", 5508, "10.1.0.13"),
+    ]
+    dmesg = (
+        "[Mon Nov 23 10:01:55 2026] mlx5_core 0000:3b:00.0: mlx5_port_module_event:1130:(pid 0): "
+        "Port module event: module 0, Cable unplugged\n"
+        "[Mon Nov 23 10:01:55 2026] mlx5_core 0000:3b:00.0 ibp59s0: Link down\n"
+    )
+    verdict = verdict_of(
+        tmp_path, {"warns.txt": "\n".join(warns) + "\n", "node03-dmesg.txt": dmesg}
+    )
+    assert culprit(verdict) == ("network-error", (), ("node03",), ())
+
+
+def test_a_proxy_complaint_about_a_local_rank_names_that_rank(tmp_path: Path) -> None:
+    # NCCL 2.17+: the proxy service threads of ranks 4 and 5 lost localRank 3 of their host.
+    lines = [
+        f"hostA:{700 + lr}:{700 + lr} [{lr}] NCCL INFO comm 0x5634a0 rank {4 + lr} nRanks 8 "
+        f"nNodes 2 localRanks 4 localRank {lr} MNNVL 0"
+        for lr in range(4)
+    ]
+    lines += [
+        f"hostA:{pid}:{pid + 112} [{dev}] proxy.cc:1512 NCCL WARN [Service thread] Could not "
+        "receive type from localRank 3, res=3, closed=1"
+        for dev, pid in ((0, 700), (1, 701))
+    ]
+    verdict = verdict_of(tmp_path, {"hostA.log": "\n".join(lines) + "\n"})
+    assert culprit(verdict) == ("process-died", (7,), ("hostA",), (703,))
+
+
+def test_a_ranks_last_error_quote_names_the_nccl_process_that_printed_it(
+    tmp_path: Path,
+) -> None:
+    # NCCL's lines carry host and pid, torch's the rank: the quoted WARN joins them.
+    lines = [f"n1:{900 + r}:{900 + r} [{r}] NCCL INFO cudaDriverVersion 12040" for r in range(4)]
+    lines += [
+        "n1:902:902 [2] include/alloc.h:124 NCCL WARN Cuda failure 'out of memory'",
+        "n1:902:902 [2] NCCL INFO include/alloc.h:133 -> 1",
+        "n1:902:902 [2] NCCL INFO init.cc:1730 -> 1",
+        "[rank2]: torch.distributed.DistBackendError: NCCL error in: "
+        "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled cuda error (run "
+        "with NCCL_DEBUG=INFO for details), NCCL version 2.20.5",
+        "[rank2]: ncclUnhandledCudaError: Call to CUDA function failed.",
+        "[rank2]: Last error:",
+        "[rank2]: Cuda failure 'out of memory'",
+    ]
+    verdict = verdict_of(tmp_path, {"out.log": "\n".join(lines) + "\n"})
+    assert culprit(verdict) == ("cuda-error", (2,), ("n1",), (902,))
+
+
+def test_a_compose_containers_crash_is_its_ranks(tmp_path: Path) -> None:
+    text = (
+        "trainer-1  | [rank1]:[W1123 10:00:00.000000 51 torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:4561] Warning: TORCH_NCCL_AVOID_RECORD_STREAMS=1 has no effect for "
+        "point-to-point collectives. (function operator())\n"
+        "trainer-1  | Fatal Python error: Segmentation fault\n"
+        "trainer-1  |\n"
+        "trainer-1  | Current thread 0x00007f2a1c9ff740 (most recent call first):\n"
+        'trainer-1  |   File "/app/model/attention.py", line 311 in forward\n'
+        "trainer-1 exited with code 139\n"
+        "trainer-0  | [rank0]:[E1123 10:00:31.000000 50 torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:1742] [PG ID 0 PG GUID 0(default_pg) Rank 0] Process group "
+        "watchdog thread terminated with exception: NCCL error: remote process exited or there "
+        "was a network error, NCCL version 2.21.5\n"
+    )
+    verdict = verdict_of(tmp_path, {"compose.log": text})
+    assert (verdict.kind, verdict.culprit_ranks, verdict.culprit_hosts) == (
+        "process-died",
+        (1,),
+        ("trainer-1",),
+    )
+
+
+RAY_ACTOR_DIED = """\
+ray.exceptions.RayTaskError(ActorDiedError): ray::_Inner.train() (pid=3012, ip=10.0.0.2, actor_id=aa11, repr=TorchTrainer)
+ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.
+\tclass_name: RayTrainWorker
+\tactor_id: 9f3c2a
+\tpid: 4471
+\tnamespace: 1a2b
+\tip: 10.0.0.7
+The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of file.
+"""
+
+
+def test_a_dead_actor_is_the_process_its_description_names(tmp_path: Path) -> None:
+    # The driver's own task (pid 3012 on 10.0.0.2) reports the death of another process.
+    verdict = verdict_of(tmp_path, {"driver.log": RAY_ACTOR_DIED})
+    assert culprit(verdict) == ("process-died", (), ("10.0.0.7",), (4471,))
