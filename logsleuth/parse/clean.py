@@ -26,7 +26,12 @@ from typing import Any
 
 from logsleuth.model.base import NO_ORIGIN, Origin
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]")
+_ANSI = re.compile(
+    r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]"
+    # Control strings: OSC (a terminal hyperlink, a title), APC (Buildkite's ``_bk;t=`` time
+    # stamp), DCS, PM, SOS, ended by BEL or ST (or cut off by the line's end).
+    r"|\x1b[\]_P^X][^\x07\x1b]*(?:\x07|\x1b\\|$)"
+)
 
 # torch's excepthook writes "[rankN]: " (one space); torchrun --tee writes "[defaultN]:" (none).
 _TORCHRUN = re.compile(r"\[(?:(rank)(\d+)\]: ?|([A-Za-z_]+?)(\d+)\]:)")
@@ -76,6 +81,9 @@ _SKYPILOT = re.compile(r"\([\w.\-]+, rank=\d+, pid=\d+(?:, ip=[\d.]+)?\)\s")
 """SkyPilot's ``(worker1, rank=1, pid=2311, ip=10.0.0.5) ``: the node's rank and the pid of
 its task's shell, not of the process that wrote the line (which is not kept)."""
 _ISO = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(?:Z|[+-]\d\d:?\d\d)\s")
+# A time of day alone: Jenkins' timestamper (``10:00:01  ``), ``ts '%H:%M:%S'``, an elapsed
+# time (``00:00:01.234 ``).
+_CLOCK = re.compile(r"(\d{1,2}):(\d\d):(\d\d)(?:[.,]\d+)?(?: [AP]M)?\s+(?=\S)")
 _AIRFLOW = re.compile(
     r"\[(\d{4}-\d\d-\d\d)(?:, |[ T])(\d\d:\d\d:\d\d)(?:[.,](\d+))?(?: [A-Z]{2,5}| ?[+-]\d\d:?\d\d)?\] "
     r"\{[\w.\-]+:\d+\} [A-Z]+ - "
@@ -130,6 +138,10 @@ NUMBERING_SCHEMES: dict[str, re.Pattern[str]] = {
     "bracket": re.compile(r"\[(\d{1,9})\]\s(?=\S)"),
     "srun": re.compile(r"\s*(\d{1,6}):\s"),
     "pdsh": re.compile(r"([A-Za-z][\w.\-]{0,62}): "),
+    # stern (``stern -l job-name=train``): "<pod> <container> <line>", the pod a DNS name.
+    "stern": re.compile(
+        r"([a-z0-9][a-z0-9.\-]{0,62}-[a-z0-9.\-]*[a-z0-9]) ([a-z0-9][a-z0-9\-]{0,62}) "
+    ),
     # A collector's time without brackets: ISO date and time (``ts``, log shippers) ...
     "stamp": re.compile(r"(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d)(?:[.,](\d+))? "),
     # ... or syslog's (journalctl, /var/log/messages), with the host and program[pid].
@@ -144,7 +156,9 @@ unmistakable on any line, as when a ticket pastes ``journalctl -k`` lines (``ker
 Xid ...``) among others."""
 _NCCL_WRITER = re.compile(r"[^\s:\[\]]+:\d+:\d+ (?:\[-?\d+\] |NCCL )")
 """The ``host:pid:tid`` an NCCL line begins with (see ``_LINE_START``)."""
-_NUMBERED = re.compile(r"\s*\d|\[\d|[A-Za-z][\w.\-]{0,62}: |[A-Z][a-z]{2} +\d")
+_NUMBERED = re.compile(
+    r"\s*\d|\[\d|[A-Za-z][\w.\-]{0,62}: |[A-Z][a-z]{2} +\d|[a-z0-9][a-z0-9.\-]*-[a-z0-9.\-]* [a-z0-9]"
+)
 """What every line a numbering scheme matches begins with."""
 
 
@@ -410,6 +424,16 @@ def detect_numbering(sample: Sequence[str]) -> str | None:
             if (echoed or hostlike) and len(labels) * 3 <= len(found):
                 return name
             continue
+        if name == "stern":
+            # A few pods, each with one or two containers, on every line; a sentence's first
+            # words ("loss-scale is ...") are not one name over and over.
+            found = [m for line in lines if (m := pattern.match(line))]
+            pods = {m.group(1) for m in found}
+            containers = {m.group(2) for m in found}
+            few = len(containers) <= max(2, len(pods) * 2) and len(pods) * 2 <= len(found)
+            if few and all(any(c.isdigit() for c in pod) for pod in pods):
+                return name
+            continue
         values = [int(n) for n in numbers]
         # Line numbers count up by one; columns of numbers in a table (nccl-tests rows) do not.
         rising = sum(1 for a, b in pairwise(values) if b == a + 1)
@@ -470,7 +494,7 @@ def _label_fields(numbering: str | None, found: re.Match[str]) -> dict[str, Any]
     a collector's stamp the time (syslog's also the host and pid)."""
     if numbering == "srun":
         return {"rank": int(found.group(1))}
-    if numbering == "pdsh":
+    if numbering in ("pdsh", "stern"):
         return {"host": found.group(1)}
     if numbering == "stamp":
         return {"time": _epoch(found.group(1), found.group(2))}
@@ -600,6 +624,11 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
                     or _LOKI_LABELS.match(text)
                 ):
                     text = text[m.end() :]
+            elif m := _CLOCK.match(text):
+                # No date: seconds into 1970's first day, as other year-less times are read.
+                hours, minutes, seconds = (int(part) for part in m.groups())
+                hint = _with(hint, time=float(hours * 3600 + minutes * 60 + seconds))
+                text = text[m.end() :]
         elif text.startswith(_LEVEL_WORDS) and (m := _VLLM.match(text)):
             month, day, clock = m.groups()
             name = calendar.month_abbr[int(month)] if 1 <= int(month) <= 12 else ""

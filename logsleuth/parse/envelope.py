@@ -67,6 +67,10 @@ class Envelope:
     columns: tuple[str, ...] = ()
     delimiter: str = ","
 
+    def is_header(self, line: str) -> bool:
+        """True for a CSV export's header row (the names of its columns)."""
+        return self.form == "csv" and _is_header(self, line)
+
     def open(self, line: str) -> tuple[list[str], Origin] | None:
         """Return the log lines inside ``line`` and what the envelope says of their writer.
 
@@ -85,11 +89,16 @@ class Envelope:
                 return None
             return _pieces(json.loads(field.group(2))), NO_ORIGIN
         row = _csv_row(line, self.delimiter)
-        if row is None or len(row) != len(self.columns) or tuple(row) == self.columns:
+        if row is None or len(row) != len(self.columns) or self.is_header(line):
             return None
         record = dict(zip(self.columns, row, strict=True))
         text = _message(record)
         return None if text is None else (_pieces(text), _origin(record))
+
+
+def _is_header(envelope: Envelope, line: str) -> bool:
+    row = _csv_row(line, envelope.delimiter)
+    return row is not None and tuple(_fold(name.strip()) for name in row) == envelope.columns
 
 
 def detect_envelope(sample: Sequence[str]) -> Envelope | None:
@@ -114,7 +123,8 @@ def detect_envelope(sample: Sequence[str]) -> Envelope | None:
         ):
             return Envelope("json-fields")
         return None
-    for delimiter in (",", "\t"):
+    # "," (most), tab (a spreadsheet copy), ";" (an export made where "," is the decimal mark).
+    for delimiter in (",", "\t", ";"):
         header = _csv_row(lines[0], delimiter)
         if header is None or len(header) < 2:
             continue

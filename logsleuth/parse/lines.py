@@ -365,6 +365,10 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
             if envelope is None:
                 physical(total, line)
                 continue
+            if envelope.is_header(line):
+                sink.recognized.add(total)  # the export's own column names
+                offered.add(total)
+                continue
             # The lines inside an envelope go on one by one under its line number.
             pieces, origin = _opened(envelope, line)
             if origin is not NO_ORIGIN:

@@ -3,8 +3,8 @@
 Tickets and shells group output per process or per host under a header and strip each
 line's own prefix: ``Rank A:``, ``## rank 3``, ``=== worker 1 ===``; ``tail`` and ``head``
 over several files (``==> logs/rank3.log <==``); pdsh's ``dshbak`` and ClusterShell's
-``clush -b`` (a host list between two rules). The lines up to the next header are the
-process's or the host's.
+``clush -b`` (a host list between two rules); ``pssh -i`` and Ansible's per-host headers.
+The lines up to the next header are the process's or the host's.
 """
 
 from __future__ import annotations
@@ -32,6 +32,15 @@ _HOSTS = re.compile(
 )
 """The host list of a ``dshbak``/``clush -b`` block: ``gpu03``, ``gpu[01-02,04]``,
 ``node[1-4] (4)`` (clush adds the count)."""
+
+
+_SHELL_HOST = re.compile(
+    r"(?:\[\d+\] \d\d:\d\d:\d\d )?\[(?:SUCCESS|FAILURE)\] (?P<pssh>[\w.\-]+?)(?::\d+)?(?: .*)?"
+    r"|(?P<ansible>[\w.\-]+) \| (?:CHANGED|SUCCESS|FAILED!?|UNREACHABLE!?) (?:\| rc=-?\d+ >>|=> \{)\s*"
+)
+"""A parallel shell's header of one host's output: ``pssh -i``'s ``[2] 10:00:00 [SUCCESS]
+node3`` (its count and time may be taken off as a line's prefixes), Ansible's ``node3 |
+CHANGED | rc=0 >>``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +78,11 @@ class Sections:
         ):
             label = f"{named.group('word')} {named.group('id')}"
             return Header(_process(named), label, (number,))
+        if ("[SUCCESS] " in text or "[FAILURE] " in text or " | " in text) and (
+            shell := _SHELL_HOST.fullmatch(text)
+        ):
+            name = shell.group("pssh") or shell.group("ansible")
+            return Header(Origin(host=name), name, (number,))
         if (found := _file_header(text)) is not None:
             path = found.group("path")
             rank, host = rank_in_file_name(path), host_in_file_name(path)

@@ -251,3 +251,20 @@ def test_a_dead_actor_is_the_process_its_description_names(tmp_path: Path) -> No
     # The driver's own task (pid 3012 on 10.0.0.2) reports the death of another process.
     verdict = verdict_of(tmp_path, {"driver.log": RAY_ACTOR_DIED})
     assert culprit(verdict) == ("process-died", (), ("10.0.0.7",), (4471,))
+
+
+def test_a_traceback_placed_by_its_pod_is_the_death_the_others_wait_for(tmp_path: Path) -> None:
+    pods = ["train-master-0", "train-worker-0", "train-worker-1", "train-worker-2"]
+    lines = [f"{pod} pytorch {INIT.format(rank=r)}" for r, pod in enumerate(pods)]
+    lines += [
+        "train-worker-2 pytorch Traceback (most recent call last):",
+        'train-worker-2 pytorch   File "/workspace/train.py", line 180, in main',
+        "train-worker-2 pytorch     loss.backward()",
+        "train-worker-2 pytorch torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+        "4.00 GiB. GPU 0 has a total capacity of 79.14 GiB of which 1.02 GiB is free.",
+    ]
+    lines += [f"{pods[r]} pytorch {WATCHDOG.format(rank=r)}" for r in (0, 1, 2)]
+    verdict = verdict_of(tmp_path, {"stern.log": "\n".join(lines) + "\n"})
+    # The OOM is why rank 3 never joined: the death leads, not "rank 3 never entered".
+    assert verdict.kind == "process-died"
+    assert (verdict.culprit_ranks, verdict.culprit_hosts) == ((3,), ("train-worker-2",))

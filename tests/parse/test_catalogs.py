@@ -148,7 +148,9 @@ def test_a_message_behind_an_unknown_prefix_keeps_the_prefix_as_label() -> None:
     (event,) = _read(line)
     assert isinstance(event, LogMessage)
     assert event.catalog is not None and event.catalog.startswith("nccl:")
-    assert event.label == "12:01:33 | worker-7 |"
+    # The time of day is a known prefix (read as the line's time); the rest is unknown.
+    assert event.label == "| worker-7 |"
+    assert event.origin.time == 12 * 3600 + 1 * 60 + 33
     assert event.message.startswith("Duplicate GPU detected")
     assert dict(event.fields)["arg0"] == "2"
 

@@ -146,3 +146,79 @@ def test_a_dmesg_file_named_for_its_host_gives_the_host_of_its_lines() -> None:
     # The line's own host wins over the file name's.
     assert [e.origin.host for e in result.events] == ["node03", "other-host"]
     assert result.summary.unrecognized == 0
+
+
+WATCHDOGS = [WATCHDOG.format(rank=r) for r in (0, 1, 3)]
+
+
+@pytest.mark.parametrize(
+    ("lines", "name"),
+    [
+        ([f"10:10:0{n}  {w}" for n, w in enumerate(WATCHDOGS)], "console.txt"),
+        ([f"00:00:1{n}.234 {w}" for n, w in enumerate(WATCHDOGS)], "console.txt"),
+        ([f"\x1b_bk;t=17638926000{n}0\x07{w}" for n, w in enumerate(WATCHDOGS)], "build.log"),
+        ([f"\x1b]8;;https://ci/x\x1b\\{w}\x1b]8;;\x1b\\" for w in WATCHDOGS], "build.log"),
+        (
+            ['"@timestamp";"host.name";"message"']
+            + [f'"Nov 23, 2026 @ 10:10:00.000";"gpu{n}";"{w}"' for n, w in enumerate(WATCHDOGS)],
+            "export.csv",
+        ),
+    ],
+    ids=["jenkins timestamper", "elapsed time", "buildkite time", "terminal link", "csv with ;"],
+)
+def test_a_ci_or_export_wrapper_leaves_the_lines_it_wraps(lines: list[str], name: str) -> None:
+    result = read("\n".join(lines) + "\n", name)
+    assert [(type(e).__name__, e.origin.rank) for e in result.events] == [
+        ("WatchdogTimeout", 0),
+        ("WatchdogTimeout", 1),
+        ("WatchdogTimeout", 3),
+    ]
+    assert result.summary.unrecognized == 0
+
+
+def test_stern_names_the_pod_of_every_line() -> None:
+    pods = ["train-master-0", "train-worker-0", "train-worker-1"]
+    lines = [f"{pod} pytorch {WATCHDOG.format(rank=r)}" for r, pod in enumerate(pods)]
+    lines += [
+        "train-worker-1 pytorch Traceback (most recent call last):",
+        'train-worker-1 pytorch   File "/workspace/train.py", line 180, in main',
+        "train-worker-1 pytorch torch.OutOfMemoryError: CUDA out of memory.",
+    ]
+    result = read("\n".join(lines) + "\n")
+    assert origins(result) == [
+        ("WatchdogTimeout", "train-master-0", 0),
+        ("WatchdogTimeout", "train-worker-0", 1),
+        ("WatchdogTimeout", "train-worker-1", 2),
+        ("PythonTraceback", "train-worker-1", None),
+    ]
+
+
+def test_sentences_are_no_stern_prefix() -> None:
+    text = "loss-scale is now 1024\nloss-scale is now 512\nloss-scale is now 256\n"
+    result = read(text)
+    assert all(e.origin.host is None for e in result.events)
+
+
+XID = (
+    "[Mon Nov 23 09:59:12 2026] NVRM: Xid (PCI:0000:b5:00): 79, pid=48812, name=python, GPU "
+    "has fallen off the bus."
+)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        ("[1] 10:00:00 [SUCCESS] node1", "[2] 10:00:00 [FAILURE] node3 Exited with error code 1"),
+        ("node1 | CHANGED | rc=0 >>", "node3 | FAILED | rc=1 >>"),
+    ],
+    ids=["pssh -i", "ansible"],
+)
+def test_a_parallel_shells_host_header_names_the_host_of_the_lines_below(
+    headers: tuple[str, str],
+) -> None:
+    first, second = headers
+    text = f"{first}\n[Mon Nov 23 09:58:00 2026] NVRM: GPU at PCI:0000:3b:00: GPU-1111\n{second}\n{XID}\n"
+    result = read(text)
+    xid = [e for e in result.events if "Xid" in e.text]
+    assert [e.origin.host for e in xid] == ["node3"]
+    assert result.summary.unrecognized == 0

@@ -165,17 +165,24 @@ class ProcessDied(Rule):
             "[rank3]:); its peers' timeouts and connection errors would follow from it."
         )
         severity, confidence = "error", 0.5
-        if rank is None and pid is None and not host:
-            rank, waiting = _lone_silent_rank(index)
-            if rank is not None:
-                # Placed: the death of the rank the others wait for is the cause, as a
-                # prefixed traceback's is (it outranks "rank N never entered ...").
-                severity, confidence = "critical", 0.7
-                placed = (
-                    f" No prefix says which rank printed it, but ranks {format_ranks(waiting)} "
-                    f"report waiting in a collective and rank {rank}, also in the evidence, "
-                    "does not: the rank that stopped waiting for nothing is the one that raised."
-                )
+        lone, waiting = _lone_silent_rank(index)
+        if rank is None and pid is None and not host and lone is not None:
+            rank = lone
+            # Placed: the death of the rank the others wait for is the cause, as a
+            # prefixed traceback's is (it outranks "rank N never entered ...").
+            severity, confidence = "critical", 0.7
+            placed = (
+                f" No prefix says which rank printed it, but ranks {format_ranks(waiting)} "
+                f"report waiting in a collective and rank {rank}, also in the evidence, "
+                "does not: the rank that stopped waiting for nothing is the one that raised."
+            )
+        elif rank is not None and rank == lone:
+            # Placed by its host or pid as the one rank the others wait for.
+            severity, confidence = "critical", 0.7
+            placed = (
+                f" Ranks {format_ranks(waiting)} report waiting in a collective and rank "
+                f"{rank} does not: its death is what they wait for."
+            )
         where = first.frames[-1] if first.frames else None
         who = f"rank {rank}" if rank is not None else "a process"
         if pid is not None:
