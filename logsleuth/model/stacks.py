@@ -17,6 +17,7 @@ __all__ = [
     "GDB",
     "PYSPY",
     "PYSPY_JSON",
+    "PYSTACK",
     "Frame",
     "StackDump",
     "StackDumpError",
@@ -32,6 +33,8 @@ PYSPY_JSON = "py-spy-json"
 """``StackDump.fmt`` of ``py-spy dump --json`` output."""
 FAULTHANDLER = "faulthandler"
 """``StackDump.fmt`` of CPython faulthandler output."""
+PYSTACK = "pystack"
+"""``StackDump.fmt`` of pystack's output (oldest call first; ``(Python)``/``(C)`` frames)."""
 GDB = "gdb"
 """``StackDump.fmt`` of gdb ``thread apply all bt`` / ``py-bt`` and pstack output."""
 
@@ -64,7 +67,8 @@ def format_frame_line(fmt: str, frame: Frame) -> str | None:
     """Rebuild the line a dumper of format ``fmt`` printed for ``frame``; None for JSON.
 
     py-spy text: ``    func (file:line)`` or ``    func (file)``; faulthandler:
-    ``  File "file", line N in func`` with ``???`` for what it did not know.
+    ``  File "file", line N in func`` with ``???`` for what it did not know; pystack's Python
+    frames ``    (Python) File "file", line N, in func`` (its native frames are not rebuilt).
     """
     if fmt == PYSPY:
         where = f"{frame.file}:{frame.line}" if frame.line is not None else frame.file
@@ -73,6 +77,8 @@ def format_frame_line(fmt: str, frame: Frame) -> str | None:
         file = f'"{frame.file}"' if frame.file is not None else "???"
         line = frame.line if frame.line is not None else "???"
         return f"  File {file}, line {line} in {frame.func}"
+    if fmt == PYSTACK and not frame.native and frame.file is not None:
+        return f'    (Python) File "{frame.file}", line {frame.line or 0}, in {frame.func}'
     return None
 
 

@@ -39,6 +39,7 @@ from logsleuth.model.base import SourceRef
 from logsleuth.model.stacks import (
     FAULTHANDLER,
     PYSPY,
+    PYSTACK,
     Frame,
     StackDump,
     StackDumpError,
@@ -62,6 +63,8 @@ _STARTS = (
     "Error:",
     "Permission Denied:",
     "thread '",
+    "Traceback for thread ",
+    "The frame stack for thread ",
 )
 """First words of the lines that can open a dump; other lines skip the parser when idle."""
 
@@ -72,6 +75,9 @@ _FRAME_LIKE = re.compile(
 ``pyspy.lark`` decide); other indented lines skip the parser while no dump is open."""
 
 _LOCALS_INDENT = " " * 8
+_PYSTACK_DETAIL = " "
+"""pystack's source lines and --locals values under a frame are indented (8 blanks, 4 in a
+paste that lost the dump's common indentation); its frames carry their ``(Python)`` mark."""
 """py-spy ``--locals`` lines are indented at least this far (header 8, variables 12)."""
 
 _MAX_RUN = 256
@@ -183,6 +189,14 @@ def _is_native(file: str, line: int | None) -> bool:
     return line is None or _C_SOURCE.search(file) is not None
 
 
+_PYSTACK_HEAD = re.compile(
+    r" (?:\((?P<name>.*)\) )?(?:\[(?P<status>[^\]]*)\] )?\(most recent call last\):"
+)
+"""The rest of a pystack thread header: `` (python3) [Has the GIL] (most recent call last):``."""
+_PYSTACK_LIBRARY = re.compile(r" \([^()]*\)(?: \(inlined\))?$| \(inlined\) \([^()]*\)$")
+"""The library a pystack native frame names after its function: `` (/usr/lib/libc.so.6)``."""
+
+
 class _LineTransformer(Transformer[Token, _Shape]):
     """Turn the tree of one line into its shape; method names follow the grammar rules."""
 
@@ -263,6 +277,29 @@ class _LineTransformer(Transformer[Token, _Shape]):
 
     fh_more_frames = fh_more_threads = fh_runtime = fh_extensions = fh_no_frame
     fh_c_stack = fh_c_frame = fh_no_frame
+
+    def ps_thread(self, items: list[Any]) -> _Shape:
+        head = _PYSTACK_HEAD.fullmatch(str(items[1]))
+        name = head.group("name") if head else None
+        status = head.group("status") if head else ""
+        return _Thread(PYSTACK, int(items[0]), "gil" if "Has the GIL" in status else None, name)
+
+    def ps_frame(self, items: list[Any]) -> _Shape:
+        kind, file, line, rest = str(items[0]), str(items[1])[1:-1], int(items[2]), str(items[3])
+        native = "(C)" in kind
+        func = rest
+        if native and (library := _PYSTACK_LIBRARY.search(rest)) is not None:
+            func = rest[: library.start()]  # `start_thread (/usr/lib/libc.so.6)`
+        frame = Frame(
+            func=func,
+            file=None if file == "???" else file,
+            line=line or None,
+            native=native,
+        )
+        return _FrameShape(PYSTACK, frame)
+
+    def ps_note(self, items: list[Any]) -> _Shape:
+        return _Note(PYSTACK)
 
     def error_line(self, items: list[Any]) -> _Shape:
         return _Error(f"{items[0]} {_rest(items[1:])}".strip(), start=True)
@@ -439,7 +476,12 @@ class _DumpBuilder:
     def build(self, source: str) -> StackDump:
         for thread in self.threads:
             thread.flush_locals()
+            if self.fmt == PYSTACK:
+                thread.frames.reverse()  # printed oldest call first; kept innermost first
         main = self._main_index()
+        if self.fmt == PYSTACK and self.pid is None and main is not None:
+            # pystack names no process; a Linux process's main thread has its pid as id.
+            self.pid = self.threads[main].tid
         threads = tuple(
             ThreadStack(
                 tid=t.tid, name=t.name, state=t.state, frames=tuple(t.frames), is_main=i == main
@@ -468,7 +510,7 @@ class _DumpBuilder:
         """Pick the main thread's position.
 
         In order: named ``MainThread`` (py-spy) or ``Current thread`` (faulthandler),
-        ``tid == pid``, the first thread started by a ``<module>`` frame.
+        ``tid == pid``, the first thread whose outermost Python frame is ``<module>``.
         """
         mark = "MainThread" if self.fmt == PYSPY else "current"
         for i, t in enumerate(self.threads):
@@ -478,7 +520,9 @@ class _DumpBuilder:
             if self.pid is not None and t.tid == self.pid:
                 return i
         for i, t in enumerate(self.threads):
-            if t.frames and t.frames[-1].func == "<module>":
+            # The outermost Python frame (native frames such as `_start` may lie below it).
+            outer = next((f for f in reversed(t.frames) if not f.native), None)
+            if outer is not None and outer.func == "<module>":
                 return i
         # faulthandler lists the newest thread first, so the main thread comes last.
         if self.fmt == FAULTHANDLER and self.threads:
@@ -727,6 +771,15 @@ class StackReader(Reader):
                 return False
             dump.reason = shape.text
             dump.take(line)
+        elif (
+            shape is None
+            and dump.fmt == PYSTACK
+            and line.text.startswith(_PYSTACK_DETAIL)
+            and dump.threads
+        ):
+            # pystack prints a frame's source line, and with --locals its names and values,
+            # indented under it: part of the dump, nothing to parse.
+            dump.take(line, frame=dump.last_was_frame)
         else:
             # An indented line inside a dump (a wrapped frame, a hand edit) is not understood,
             # but it does not end the dump either.

@@ -38,9 +38,10 @@ SAMPLES = sorted(
         *(FIXTURES / "stacks").glob("*.log"),
         *(FIXTURES / "corpus").glob("*/pyspy*.txt"),
     )
-    if "gdb" not in p.name and "pstack" not in p.name
+    if "gdb" not in p.name and "pstack" not in p.name and "pystack" not in p.name
 )
-"""Every real py-spy text and faulthandler sample (gdb output has its own reader)."""
+"""Every real py-spy text and faulthandler sample (gdb output has its own reader; pystack's,
+oldest call first with source lines between frames, has tests of its own)."""
 
 _LOCALS_HEADER = re.compile(r" {8}(?:Arguments|Locals)::?$")
 

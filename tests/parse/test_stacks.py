@@ -98,6 +98,13 @@ EXPECTED_COUNTS = {
     "pyspy-0.4.3_py3.8_blocking.txt": (1, 0, 0),
     "pyspy-0.4.3_py3.8_nonblocking_hex_threadids.txt": (1, 0, 0),
     "pyspy-0.4.3_tty_capture_crlf_ansi.txt": (1, 0, 0),
+    "pystack-1.7.2_gloo-hang_rank0.txt": (1, 0, 0),
+    "pystack-1.7.2_gloo-hang_rank1.txt": (1, 0, 0),
+    "pystack-1.7.2_gloo-hang_rank2.txt": (1, 0, 0),
+    "pystack-1.7.2_gloo-hang_rank3.txt": (1, 0, 0),
+    "pystack-1.7.2_py3.11_threads.txt": (1, 0, 0),
+    "pystack-1.7.2_py3.11_threads_locals.txt": (1, 0, 0),
+    "pystack-1.7.2_py3.11_threads_native.txt": (1, 0, 0),
     "torchrun_fail_segv_with_record.log": (1, 0, 110),
     "torchrun_tee3_faulthandler.log": (1, 0, 11),
 }
