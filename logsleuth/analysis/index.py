@@ -288,11 +288,9 @@ class EvidenceIndex:
         if isinstance(cached, dict):
             table = cached
         else:
-            configs = self.all_of(NcclCommConfig)
-            top = max((c.nranks or 0 for c in configs), default=0)
             table = {}
-            for config in configs:
-                if config.nranks != top or config.local_rank is None or config.rank is None:
+            for config in _top_configs(self):
+                if config.local_rank is None or config.rank is None:
                     continue
                 key = (config.origin.host, config.local_rank)
                 # Two ranks at one place (hosts that print one name): none of them.
@@ -391,6 +389,13 @@ def _set_rank(proc: Proc, rank: int, source: str, strength: int) -> None:
     if proc.rank is None or strength > current:
         proc.rank = rank
         proc.rank_source = source
+
+
+def _top_configs(index: EvidenceIndex) -> list[NcclCommConfig]:
+    """The ``comm ... rank R nRanks N ... localRank L`` lines of the largest communicator."""
+    configs = index.all_of(NcclCommConfig)
+    top = max((c.nranks or 0 for c in configs), default=0)
+    return [c for c in configs if top and c.nranks == top]
 
 
 def _quoted_last_error(index: EvidenceIndex) -> None:
@@ -530,15 +535,16 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
                 _set_rank(index.proc(stream), rank, "world-comm", order["world-comm"])
     # A process whose log stops before ``Init COMPLETE`` still said its place in the largest
     # communicator (2.20+: ``comm 0x.. rank 7 nRanks 8 nNodes 2 localRanks 4 localRank 3``).
-    configs = index.all_of(NcclCommConfig)
-    top = max((c.nranks or 0 for c in configs), default=0)
-    if top and top >= (index.world_size or 0):
-        for config in configs:
-            if config.nranks == top and config.rank is not None:
-                proc = index.proc((config.origin.host, config.origin.pid))
+    top = _top_configs(index)
+    if top and (top[0].nranks or 0) >= (index.world_size or 0):
+        for config in top:
+            stream = (config.origin.host, config.origin.pid)
+            # A line without its writer's prefix names no process of its own.
+            if config.rank is not None and stream != (None, None):
+                proc = index.proc(stream)
                 if proc.rank is None:
                     _set_rank(proc, config.rank, "world-comm", order["world-comm"])
-        index.world_size = index.world_size or top
+        index.world_size = index.world_size or top[0].nranks
     # pid -> processes once, not a scan of every process per manifest entry (4,096 ranks).
     by_pid: dict[int, list[tuple[str | None, Proc]]] = defaultdict(list)
     for (h, q), p in index.procs.items():
