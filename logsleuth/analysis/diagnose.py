@@ -114,14 +114,36 @@ def _own_error_first(findings: list[Finding]) -> list[Finding]:
     )
     if own is None:
         return findings
-    lead = replace(
+    lead = _with_death(
         own,
-        detail=f"{own.detail} The rank then died of it: {death.title.rstrip('.')}.",
+        death,
+        f"The rank then died of it: {death.title.rstrip('.')}.",
+        ranks=own.ranks,
         hosts=own.hosts or death.hosts,
         pids=own.pids or death.pids,
-        evidence=own.evidence + tuple(e for e in death.evidence[:2] if e not in own.evidence),
     )
     return [lead, *(f for f in findings if f is not own)]
+
+
+def _with_death(
+    cause: Finding,
+    death: Finding,
+    said: str,
+    *,
+    ranks: tuple[int, ...],
+    hosts: tuple[str, ...],
+    pids: tuple[int, ...],
+) -> Finding:
+    """``cause`` as the reason for ``death``: ``said`` added to its detail, the death's first
+    evidence lines after its own, and the culprits given."""
+    return replace(
+        cause,
+        detail=f"{cause.detail} {said}",
+        evidence=cause.evidence + tuple(e for e in death.evidence[:2] if e not in cause.evidence),
+        ranks=ranks,
+        hosts=hosts,
+        pids=pids,
+    )
 
 
 _OWNERLESS_CAUSES = frozenset({"cuda-error", "resource-exhausted", "network-error"})
@@ -148,16 +170,14 @@ def _ownerless_cause_of_death(index: EvidenceIndex, findings: list[Finding]) -> 
     if not deaths or len(failed | set(deaths[0].ranks)) != 1:
         return findings
     death = deaths[0]
-    joined = replace(
+    joined = _with_death(
         lead,
-        detail=(
-            f"{lead.detail} No line ties this error to a process; the one rank that died, "
-            f"{death.title.rstrip('.')}, is taken as its writer."
-        ),
+        death,
+        f"No line ties this error to a process; the one rank that died, "
+        f"{death.title.rstrip('.')}, is taken as its writer.",
         ranks=death.ranks,
         hosts=death.hosts,
         pids=death.pids,
-        evidence=lead.evidence + tuple(e for e in death.evidence[:2] if e not in lead.evidence),
     )
     return [joined, *findings[1:]]
 

@@ -171,6 +171,9 @@ class EvidenceIndex:
     world_size: int | None = None
     layout: dict[tuple[str, int], int] = field(default_factory=dict)
     """(host, local rank) -> global rank, as a launcher printed its workers' placement."""
+    nccl_layout: dict[tuple[str | None, int], int | None] = field(default_factory=dict)
+    """(host, NCCL's local rank) -> global rank in the largest communicator, as each process's
+    ``comm ... rank R nRanks N ... localRank L`` line says; None where two ranks claim one."""
     derived: dict[str, object] = field(default_factory=dict, repr=False, compare=False)
     """Facts derived from the whole index once and shared by the rules (the wait-for graph)."""
     _by_rank: dict[int, Proc] | None = field(default=None, repr=False, compare=False)
@@ -283,22 +286,8 @@ class EvidenceIndex:
         proxy's messages); each process's ``comm ... rank R nRanks N ... localRank L`` line
         says which is which. Without such lines, a launcher's placement answers.
         """
-        cached = self.derived.get("nccl_local")
-        table: dict[tuple[str | None, int], int]
-        if isinstance(cached, dict):
-            table = cached
-        else:
-            table = {}
-            for config in _top_configs(self):
-                if config.local_rank is None or config.rank is None:
-                    continue
-                key = (config.origin.host, config.local_rank)
-                # Two ranks at one place (hosts that print one name): none of them.
-                table[key] = config.rank if table.get(key, config.rank) == config.rank else -1
-            self.derived["nccl_local"] = table
-        found = table.get((host, local_rank))
-        if found is not None:
-            return found if found >= 0 else None
+        if (host, local_rank) in self.nccl_layout:
+            return self.nccl_layout[(host, local_rank)]
         return self.rank_at(host, local_rank)
 
     def proc_of_rank(self, rank: int) -> Proc | None:
@@ -536,6 +525,12 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
     # A process whose log stops before ``Init COMPLETE`` still said its place in the largest
     # communicator (2.20+: ``comm 0x.. rank 7 nRanks 8 nNodes 2 localRanks 4 localRank 3``).
     top = _top_configs(index)
+    for config in top:
+        if config.local_rank is not None and config.rank is not None:
+            place = (config.origin.host, config.local_rank)
+            # Two ranks at one place (hosts that print one name): none of them.
+            claimed = index.nccl_layout.setdefault(place, config.rank)
+            index.nccl_layout[place] = claimed if claimed == config.rank else None
     if top and (top[0].nranks or 0) >= (index.world_size or 0):
         for config in top:
             stream = (config.origin.host, config.origin.pid)

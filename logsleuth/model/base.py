@@ -24,6 +24,11 @@ _STREAM_NAME = re.compile(r"(?:std)?(?:out|err)(?:put)?(?:\.(?:log|txt))?", re.I
 _PID_IN_NAME = re.compile(r"(?:^|[^a-z])pid[_-]?(\d+)", re.IGNORECASE)
 
 
+def _last_parts(source: str) -> list[str]:
+    """The file's name and the directory above it (Windows separators too), last two last."""
+    return source.replace("\\", "/").rsplit("/", 2)[-2:]
+
+
 def rank_in_file_name(source: str) -> int | None:
     """The global rank a per-process file's name gives, or None.
 
@@ -32,7 +37,7 @@ def rank_in_file_name(source: str) -> int | None:
     ``rank.3/stderr`` (a file named for its stream takes its directory's name). A name that
     also names a pid (``rank3_pid4242.txt``), or a local rank (``local_rank3``), gives none.
     """
-    parts = source.replace("\\", "/").rsplit("/", 2)
+    parts = _last_parts(source)
     base = parts[-2] if len(parts) > 1 and _STREAM_NAME.fullmatch(parts[-1]) else parts[-1]
     match = _RANK_IN_NAME.search(base)
     return int(match.group(1)) if match and not _PID_IN_NAME.search(base) else None
@@ -55,7 +60,7 @@ def host_in_file_name(source: str) -> str | None:
     (the directory names the host when the file's name is the log's alone). A date or a
     word without a number is not a host.
     """
-    parts = source.replace("\\", "/").rsplit("/", 2)
+    parts = _last_parts(source)
     base = _LOG_EXTENSIONS.sub("", parts[-1])
     if not _KERNEL_LOG_NAME.search(base):
         return None

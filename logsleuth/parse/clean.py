@@ -98,6 +98,8 @@ _LOGGER_HEAD = re.compile(
 ERROR    | pkg.mod:func:240 - ``), logging's ``%(asctime)s %(levelname)s %(message)s`` and
 ``%(asctime)s - %(name)s - %(levelname)s - %(message)s``."""
 _BRACKET_TIME = re.compile(f"{_STAMP}(?:Z|[+-]\\d\\d:?\\d\\d)?({_PARALLEL}*)\\]\\s")
+"""``[2024-05-01 12:00:00] `` (CI, NCCL 2.26+; ``Z`` or an offset may follow the time), or
+sglang's ``[2025-02-24 14:09:34 TP5] `` with the process's parallel ranks."""
 _DETERMINED = re.compile(r"[0-9a-f]{8} (?:\[rank=(\d+)\] )?\|\| ")
 """Determined AI's task log after its time (``[2023-09-14T10:12:13.57Z] 6ad8a0d6 [rank=3] ||
 ``): the container's id, and the rank of the worker that wrote the line."""
@@ -106,8 +108,6 @@ _DEEPSPEED_HEAD = re.compile(
 )
 """The level and code location DeepSpeed's logger puts after its time (``[2024-05-02
 10:27:10,778] [ERROR] [launch.py:321:sigkill_handler] ``); the time is read as a stamp."""
-"""``[2024-05-01 12:00:00] `` (CI, NCCL 2.26+), or sglang's ``[2025-02-24 14:09:34 TP5] ``
-with the process's parallel ranks."""
 # "aws logs tail" writes "<ISO time> <log stream> <message>"; stream names hold a '/'.
 _CLOUDWATCH_STREAM = re.compile(r"[\w.\-]+(?:/[\w.\-\[\]$]+)+\s")
 # Kubernetes CRI log files: "<ISO time> stdout|stderr F|P <message>".
@@ -553,7 +553,7 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
         return line, NO_ORIGIN  # the common case: nothing to strip
     hint = NO_ORIGIN
     text = line
-    if m := _COMPOSE.match(text):
+    if " |" in text[:80] and (m := _COMPOSE.match(text)):
         hint = Origin(host=m.group(1))
         text = text[m.end() :]
     scheme = NUMBERING_SCHEMES.get(numbering) if numbering else None

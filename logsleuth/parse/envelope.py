@@ -61,15 +61,17 @@ class Envelope:
             export: only the message fields' lines hold log lines), ``logfmt`` or ``csv``.
         columns: The CSV header's names, folded (``csv`` only).
         delimiter: The CSV delimiter (``csv`` only).
+        header: The CSV header row as it stands in the input (``csv`` only).
     """
 
     form: str
     columns: tuple[str, ...] = ()
     delimiter: str = ","
+    header: str = ""
 
     def is_header(self, line: str) -> bool:
-        """True for a CSV export's header row (the names of its columns)."""
-        return self.form == "csv" and _is_header(self, line)
+        """True for a CSV export's header row (an export pasted twice repeats it)."""
+        return bool(self.header) and line.strip() == self.header
 
     def open(self, line: str) -> tuple[list[str], Origin] | None:
         """Return the log lines inside ``line`` and what the envelope says of their writer.
@@ -89,16 +91,15 @@ class Envelope:
                 return None
             return _pieces(json.loads(field.group(2))), NO_ORIGIN
         row = _csv_row(line, self.delimiter)
-        if row is None or len(row) != len(self.columns) or self.is_header(line):
+        if (
+            row is None
+            or len(row) != len(self.columns)
+            or tuple(_fold(name.strip()) for name in row) == self.columns  # the header row
+        ):
             return None
         record = dict(zip(self.columns, row, strict=True))
         text = _message(record)
         return None if text is None else (_pieces(text), _origin(record))
-
-
-def _is_header(envelope: Envelope, line: str) -> bool:
-    row = _csv_row(line, envelope.delimiter)
-    return row is not None and tuple(_fold(name.strip()) for name in row) == envelope.columns
 
 
 def detect_envelope(sample: Sequence[str]) -> Envelope | None:
@@ -136,7 +137,7 @@ def detect_envelope(sample: Sequence[str]) -> Envelope | None:
         rows = [_csv_row(line, delimiter) for line in lines[1:]]
         fitting = sum(1 for row in rows if row is not None and len(row) == len(columns))
         if rows and fitting >= _SHARE * len(rows):
-            return Envelope("csv", columns, delimiter)
+            return Envelope("csv", columns, delimiter, lines[0].strip())
     return None
 
 

@@ -78,9 +78,7 @@ class Sections:
         ):
             label = f"{named.group('word')} {named.group('id')}"
             return Header(_process(named), label, (number,))
-        if ("[SUCCESS] " in text or "[FAILURE] " in text or " | " in text) and (
-            shell := _SHELL_HOST.fullmatch(text)
-        ):
+        if (text[:1] == "[" or " | " in text) and (shell := _SHELL_HOST.fullmatch(text)):
             name = shell.group("pssh") or shell.group("ansible")
             return Header(Origin(host=name), name, (number,))
         if (found := _file_header(text)) is not None:

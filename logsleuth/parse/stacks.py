@@ -75,9 +75,6 @@ _FRAME_LIKE = re.compile(
 ``pyspy.lark`` decide); other indented lines skip the parser while no dump is open."""
 
 _LOCALS_INDENT = " " * 8
-_PYSTACK_DETAIL = " "
-"""pystack's source lines and --locals values under a frame are indented (8 blanks, 4 in a
-paste that lost the dump's common indentation); its frames carry their ``(Python)`` mark."""
 """py-spy ``--locals`` lines are indented at least this far (header 8, variables 12)."""
 
 _MAX_RUN = 256
@@ -771,14 +768,10 @@ class StackReader(Reader):
                 return False
             dump.reason = shape.text
             dump.take(line)
-        elif (
-            shape is None
-            and dump.fmt == PYSTACK
-            and line.text.startswith(_PYSTACK_DETAIL)
-            and dump.threads
-        ):
+        elif shape is None and dump.fmt == PYSTACK and line.text[:1].isspace() and dump.threads:
             # pystack prints a frame's source line, and with --locals its names and values,
-            # indented under it: part of the dump, nothing to parse.
+            # indented under it (its frames carry their `(Python)`/`(C)` mark): part of the
+            # dump, nothing to parse.
             dump.take(line, frame=dump.last_was_frame)
         else:
             # An indented line inside a dump (a wrapped frame, a hand edit) is not understood,

@@ -11,6 +11,7 @@ import pytest
 
 from logsleuth.api import analyze
 from logsleuth.model.diagnosis import Finding, Verdict
+from tests.torchrun_text import NO_OTHER_FAILURES, failure_entry, failure_summary
 
 
 def _verdict(tmp_path: Path, text: str) -> Verdict:
@@ -174,24 +175,11 @@ RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection cl
     assert verdict.code != "LS204"
 
 
-_SUMMARY = """\
-torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
-============================================================
-train.py FAILED
-------------------------------------------------------------
-Failures:
-{others}
-------------------------------------------------------------
-Root Cause (first observed failure):
-[0]:
-  time      : 2024-11-24_04:11:20
-  host      : node-2
-  rank      : {rank} (local_rank: {local})
-  exitcode  : -6 (pid: 8812)
-  error_file: <N/A>
-  traceback : Signal 6 (SIGABRT) received by PID 8812
-============================================================
-"""
+def _summary(rank: int, local: int, others: str = NO_OTHER_FAILURES) -> str:
+    """torchrun's report with rank ``rank`` (local rank ``local``) as its root cause."""
+    return failure_summary(_entry(0, rank, local), others)
+
+
 _TIMEOUT = (
     "[rank{rank}]:[E1124 04:10:55.771102 ProcessGroupNCCL.cpp:616] [Rank {rank}] Watchdog caught "
     "collective operation timeout: WorkNCCL(SeqNum=40022, OpType=ALLREDUCE, NumelIn=65536, "
@@ -202,9 +190,7 @@ _TIMEOUT = (
 def test_ranks_another_torchrun_agent_ran_are_not_read_as_exited(tmp_path: Path) -> None:
     # One node's torchrun (rank 11 is its local rank 3) knows nothing of ranks 0-7: only
     # its own workers 8-10, which it does not list, may have ended before.
-    text = _TIMEOUT.format(rank=11) + _SUMMARY.format(
-        others="  <NO_OTHER_FAILURES>", rank=11, local=3
-    )
+    text = _TIMEOUT.format(rank=11) + _summary(11, 3)
     verdict = _verdict(tmp_path, text)
     assert (verdict.kind, verdict.culprit_ranks) == ("missing-collective", (8, 9, 10))
 
@@ -213,8 +199,7 @@ def test_a_worker_torchrun_sent_a_closing_signal_was_still_running(tmp_path: Pat
     text = (
         _TIMEOUT.format(rank=11)
         + "W1124 04:11:20.118000 139948 torch/distributed/elastic/multiprocessing/api.py:858] "
-        "Sending process 8810 closing signal SIGTERM\n"
-        + _SUMMARY.format(others="  <NO_OTHER_FAILURES>", rank=11, local=3)
+        "Sending process 8810 closing signal SIGTERM\n" + _summary(11, 3)
     )
     (tmp_path / "manifest.json").write_text(
         json.dumps(
@@ -228,11 +213,18 @@ def test_a_worker_torchrun_sent_a_closing_signal_was_still_running(tmp_path: Pat
     assert verdict.culprit_ranks == (8, 9)
 
 
-def _entry(index: int, rank: int) -> str:
-    return (
-        f"[{index}]:\n  time      : 2024-11-24_04:11:20\n  host      : node-2\n"
-        f"  rank      : {rank} (local_rank: {rank - 8})\n  exitcode  : -6 (pid: {8800 + rank})\n"
-        f"  error_file: <N/A>\n  traceback : Signal 6 (SIGABRT) received by PID {8800 + rank}"
+def _entry(index: int, rank: int, local: int | None = None) -> str:
+    """A worker of node-2 (ranks 8-11) that torchrun ended with SIGABRT."""
+    pid = 8812 if index == 0 else 8800 + rank
+    return failure_entry(
+        index,
+        time="2024-11-24_04:11:20",
+        host="node-2",
+        rank=rank,
+        local_rank=rank - 8 if local is None else local,
+        exitcode=-6,
+        pid=pid,
+        traceback=f"Signal 6 (SIGABRT) received by PID {pid}",
     )
 
 
@@ -241,8 +233,8 @@ def test_the_one_worker_torchrun_does_not_list_among_waiting_ones_exited_early(
 ) -> None:
     # The agent of ranks 8-11 lists 9, 10 and 11, which timed out waiting; rank 8 alone is
     # not listed: it had ended with status 0 before.
-    text = "".join(_TIMEOUT.format(rank=r) for r in (9, 10, 11)) + _SUMMARY.format(
-        others="\n".join(_entry(i, r) for i, r in ((1, 9), (2, 10))), rank=11, local=3
+    text = "".join(_TIMEOUT.format(rank=r) for r in (9, 10, 11)) + _summary(
+        11, 3, "\n".join(_entry(i, r) for i, r in ((1, 9), (2, 10)))
     )
     verdict = _verdict(tmp_path, text)
     assert (verdict.kind, verdict.culprit_ranks) == ("missing-collective", (8,))

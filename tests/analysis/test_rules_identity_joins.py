@@ -11,8 +11,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from logsleuth.api import analyze
 from logsleuth.model.diagnosis import Verdict
+from tests.torchrun_text import failure_entry, failure_summary
 
 WATCHDOG = (
     "[rank{rank}]:[E1123 09:40:00.000000 20{rank} torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:632] "
@@ -74,30 +77,19 @@ def test_a_host_with_several_processes_gives_none_of_them_its_bare_lines(tmp_pat
     assert (verdict.culprit_ranks, verdict.culprit_hosts) == ((), ("node-a",))
 
 
-SUMMARY = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
-============================================================
-train.py FAILED
-------------------------------------------------------------
-Failures:
-{others}
-------------------------------------------------------------
-Root Cause (first observed failure):
-[0]:
-  time      : 2026-11-23_10:00:00
-  host      : node-7
-  rank      : 5 (local_rank: 1)
-  exitcode  : 1 (pid: 9921)
-  error_file: /tmp/torchelastic_x1y2/none_abc/attempt_0/1/error.json
-  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
-============================================================
-"""
-OTHER = """[1]:
-  time      : 2026-11-23_10:00:01
-  host      : node-7
-  rank      : 6 (local_rank: 2)
-  exitcode  : 1 (pid: 9922)
-  error_file: <N/A>
-  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"""
+ROOT = failure_entry(
+    0,
+    time="2026-11-23_10:00:00",
+    host="node-7",
+    rank=5,
+    local_rank=1,
+    exitcode=1,
+    pid=9921,
+    error_file="/tmp/torchelastic_x1y2/none_abc/attempt_0/1/error.json",
+)
+OTHER = failure_entry(
+    1, time="2026-11-23_10:00:01", host="node-7", rank=6, local_rank=2, exitcode=1, pid=9922
+)
 ERROR_FILE = {
     "message": {
         "message": "RuntimeError: CUDA error: an illegal memory access was encountered\n",
@@ -111,7 +103,7 @@ def test_an_error_no_line_ties_to_a_process_is_the_one_dead_ranks(tmp_path: Path
         tmp_path,
         {
             "error.json": json.dumps(ERROR_FILE, indent=2) + "\n",
-            "summary.txt": SUMMARY.format(others="  <NO_OTHER_FAILURES>"),
+            "summary.txt": failure_summary(ROOT),
         },
     )
     assert culprit(verdict) == ("cuda-error", (5,), ("node-7",), (9921,))
@@ -123,7 +115,7 @@ def test_with_two_dead_ranks_an_ownerless_error_names_no_one(tmp_path: Path) -> 
         tmp_path,
         {
             "error.json": json.dumps(ERROR_FILE, indent=2) + "\n",
-            "summary.txt": SUMMARY.format(others=OTHER),
+            "summary.txt": failure_summary(ROOT, OTHER),
         },
     )
     assert verdict.kind == "cuda-error"
@@ -138,26 +130,25 @@ def _ib_completion(host: str, pid: int, peer: str) -> str:
     )
 
 
-def test_completion_errors_of_several_hosts_toward_one_peer_blame_the_peer(
+@pytest.mark.parametrize(
+    ("second_peer", "blamed"),
+    [
+        ("10.1.0.13", ("network-error", (), ("10.1.0.13",), ())),
+        ("10.1.0.14", ("network-error", (), ("node01",), (5500,))),
+    ],
+    ids=["one peer: the peer", "different peers: the first reporter"],
+)
+def test_completion_errors_of_several_hosts_blame_the_peer_they_share(
     tmp_path: Path,
+    second_peer: str,
+    blamed: tuple[str, tuple[int, ...], tuple[str, ...], tuple[int, ...]],
 ) -> None:
     warns = [
         _ib_completion("node01", 5500, "10.1.0.13"),
-        _ib_completion("node02", 5508, "10.1.0.13"),
+        _ib_completion("node02", 5508, second_peer),
     ]
     verdict = verdict_of(tmp_path, {"warns.txt": "\n".join(warns) + "\n"})
-    assert culprit(verdict) == ("network-error", (), ("10.1.0.13",), ())
-
-
-def test_completion_errors_toward_different_peers_blame_the_first_reporter(
-    tmp_path: Path,
-) -> None:
-    warns = [
-        _ib_completion("node01", 5500, "10.1.0.13"),
-        _ib_completion("node02", 5508, "10.1.0.14"),
-    ]
-    verdict = verdict_of(tmp_path, {"warns.txt": "\n".join(warns) + "\n"})
-    assert culprit(verdict) == ("network-error", (), ("node01",), (5500,))
+    assert culprit(verdict) == blamed
 
 
 def test_the_host_whose_port_went_down_outranks_the_peers_that_saw_it(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.messages import LogMessage
 from logsleuth.model.nccl import NcclNetPlugin, NcclUnrecognized, NcclWarn
+from logsleuth.model.ranks import format_ranks
 from logsleuth.model.torch import GlooError, LauncherEvent, PythonTraceback, WatchdogError
 
 _IP = re.compile(r"(\d{1,3}(?:\.\d{1,3}){3})")
@@ -163,12 +164,6 @@ def _read_elsewhere(index: EvidenceIndex, known: Known, completed: set[Stream]) 
     return False
 
 
-def _ranks_label(ranks: Iterable[int]) -> str:
-    """``rank 5`` or ``ranks 2, 5``."""
-    ordered = sorted(set(ranks))
-    return ("rank " if len(ordered) == 1 else "ranks ") + ", ".join(map(str, ordered))
-
-
 @dataclass(slots=True)
 class _Group:
     entry: Entry
@@ -252,8 +247,8 @@ class _KnowledgeRule(Rule):
             ),
             "host": f"The fault is on the host ({', '.join(sorted(group.hosts)) or 'of the writer'})"
             + (
-                f"; {_ranks_label(group.ranks)} ran into it, and the others wait for "
-                f"{'it' if len(group.ranks) == 1 else 'them'}."
+                f"; rank{'' if len(group.ranks) == 1 else 's'} {format_ranks(group.ranks)} "
+                f"ran into it, and the others wait for {'it' if len(group.ranks) == 1 else 'them'}."
                 if group.ranks and not group.named
                 else ", not in one rank."
             )

@@ -185,12 +185,12 @@ class IbCompletionError(Rule):
                 next_steps=(f"Find out why {who} on {peer_host} died (its log, dmesg).",),
             )
             return
-        toward = _common_peer(warns)
-        if toward is not None:
+        common = _common_peer(warns)
+        if common is not None:
             # Several hosts lost their queue pairs to one peer: the fault is at that end
             # (its port, cable or host), not at each of theirs.
+            toward, reporters = common
             where = peer_host or toward
-            reporters = sorted({h for h, _ in (stream_of(w) for w in warns) if h is not None})
             yield self.finding(
                 severity="critical",
                 title=f"IB/RoCE completion errors on {len(reporters)} hosts, all toward {where}",
@@ -248,18 +248,20 @@ class IbCompletionError(Rule):
         )
 
 
-def _common_peer(warns: list[NcclWarn]) -> str | None:
+def _common_peer(warns: list[NcclWarn]) -> tuple[str, list[str]] | None:
     """The one peer address (without its port) that the failed completions of two or more
-    hosts all name, or None. Flushes (status 5) follow a first error and are not counted."""
+    hosts all name, with those hosts; None otherwise. Flushes (status 5) follow a first error
+    and are not counted."""
     failed = [w for w in warns if w.field("status") not in ("5", None)]
-    hosts = {stream_of(w)[0] for w in failed} - {None}
+    hosts = sorted({h for h, _ in map(stream_of, failed) if h is not None})
     peers = {
         found.group(1) if (found := _ADDRESS.search(w.field("peer") or "")) else None
         for w in failed
     }
     if len(hosts) < 2 or len(peers) != 1:
         return None
-    return peers.pop()
+    peer = peers.pop()
+    return (peer, hosts) if peer is not None else None
 
 
 class RemoteClosed(Rule):
