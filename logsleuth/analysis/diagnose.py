@@ -93,36 +93,75 @@ _DIED_OF = frozenset({"network-error", "transport-mismatch"})
 are what a rank died of when it printed one of its own before it died."""
 
 
-def _own_error_first(findings: list[Finding]) -> list[Finding]:
-    """Lead with the error a dead rank printed itself, not with its death.
+def _own_error_first(
+    index: EvidenceIndex, findings: list[Finding], events: Sequence[Event]
+) -> list[Finding]:
+    """Lead with the error a dead or absent rank printed itself, not with what it caused.
 
-    When the lead says ranks R died and an equally severe finding blames exactly R for a
-    network error (UCX's ``Transport retry count exceeded`` on rank 5, then ``mpirun noticed
-    that process rank 5 ... exited on signal 6``), the error is why R died: it leads, and
-    the death corroborates it.
+    When the lead says ranks R died, or never entered the collective the others timed out
+    in, and an equally severe finding is a network error of exactly R (UCX's ``Transport
+    retry count exceeded`` on rank 5, then ``mpirun noticed that process rank 5 ... exited
+    on signal 6``; rank 13's watchdog ending on an IB completion error while the others
+    wait for it), the error is why R died or never came: it leads, and the death or the
+    others' wait corroborates it. A network error is R's when it blames R, or when R wrote
+    every line of it (an error that points at R's peer).
     """
-    if not findings or findings[0].kind != "process-died" or not findings[0].ranks:
+    if not findings or findings[0].kind not in _ABSENCES or not findings[0].ranks:
         return findings
     death = findings[0]
-    own = next(
-        (
-            f
-            for f in findings[1:]
-            if f.kind in _DIED_OF and f.severity == death.severity and f.ranks == death.ranks
-        ),
-        None,
-    )
+    writers: dict[tuple[str, int], int | None] | None = None
+    own = None
+    for f in findings[1:]:
+        if f.kind not in _DIED_OF or f.severity != death.severity:
+            continue
+        if f.ranks == death.ranks:
+            own = f
+            break
+        if f.ranks or not f.evidence:
+            continue
+        writers = writers if writers is not None else _writers(index, events)
+        if {writers.get((e.source, e.line)) for e in f.evidence} == set(death.ranks):
+            own = f
+            break
     if own is None:
         return findings
-    lead = _with_death(
-        own,
-        death,
-        f"The rank then died of it: {death.title.rstrip('.')}.",
-        ranks=own.ranks,
-        hosts=own.hosts or death.hosts,
-        pids=own.pids or death.pids,
-    )
+    # The wait ends at R: an error that points at R's peer keeps that peer in its text only.
+    hosts = (own.hosts or death.hosts) if own.ranks else death.hosts
+    pids = own.pids or death.pids
+    if death.kind == "process-died":
+        lead = _with_death(
+            own,
+            death,
+            f"The rank then died of it: {death.title.rstrip('.')}.",
+            ranks=death.ranks,
+            hosts=hosts,
+            pids=pids,
+        )
+    else:
+        # The others' wait corroborates the error (``_corroborate`` quotes it).
+        said = (
+            ""
+            if own.ranks
+            else f" Rank(s) {format_ranks(death.ranks)} wrote it and never joined the "
+            "collective the others wait in: their wait ends there."
+        )
+        lead = replace(own, detail=own.detail + said, ranks=death.ranks, hosts=hosts, pids=pids)
     return [lead, *(f for f in findings if f is not own)]
+
+
+_ABSENCES = frozenset({"process-died", "missing-collective"})
+"""Lead kinds that say ranks R are gone from the collective (dead, or never entered it)."""
+
+
+def _writers(index: EvidenceIndex, events: Sequence[Event]) -> dict[tuple[str, int], int | None]:
+    """Map each event's (source, line) to the rank that wrote it (None: not known)."""
+    found: dict[tuple[str, int], int | None] = {}
+    for event in events:
+        rank = event.origin.rank
+        if rank is None and (event.origin.host is not None or event.origin.pid is not None):
+            rank = index.rank_of(event.origin.host, event.origin.pid)
+        found[(event.ref.source, event.ref.line)] = rank
+    return found
 
 
 def _with_death(
@@ -570,7 +609,7 @@ def _diagnose(events: Sequence[Event], inputs: Sequence[InputSummary], version: 
                 findings.extend(rule().check(index))
     findings = _merge(findings)
     findings.sort(key=_rank_key)
-    findings = _ownerless_cause_of_death(index, _own_error_first(findings))
+    findings = _ownerless_cause_of_death(index, _own_error_first(index, findings, events))
     findings, led = _lead(_corroborate(findings), _coverage(index), _truncated_ranks(index))
     input_views = tuple(
         InputView(

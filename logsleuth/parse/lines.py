@@ -306,7 +306,14 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
             return len(text) == wrap
         if word_wrap is not None:
             return len(text) >= word_wrap - 20
-        return len(text) >= _SOFT_WRAP_MIN and text.endswith(" ") and not is_nccl(text)
+        # A whole known message that ends in a blank (NCCL's ``ncclSystemError: ... device
+        # error. ``) is not a piece of a longer line.
+        return (
+            len(text) >= _SOFT_WRAP_MIN
+            and text.endswith(" ")
+            and not is_nccl(text)
+            and not _whole_message(text)
+        )
 
     def continues(before: str, text: str) -> bool:
         if wrap is not None:
@@ -541,6 +548,13 @@ def _begins_message(text: str) -> bool:
     # Rank 5] Process group ...``): the piece is the tail of a wrapped line, not a message.
     leads_with_value = found.entry.fmt[:1] in ("{", "%") and found.entry.fmt[:2] != "%%"
     return not (leads_with_value and found.fields and found.fields[0].strip())
+
+
+def _whole_message(text: str) -> bool:
+    """Return True when ``text`` is one whole known message (the catalog's), blanks aside."""
+    bare = strip_prefixes(text)[0].rstrip()
+    found = load_catalog().match(bare)
+    return found is not None and found.whole and found.start == 0 and found.end == len(bare)
 
 
 def _continued(first: str, piece: str) -> str:

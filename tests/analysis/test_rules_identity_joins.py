@@ -259,3 +259,44 @@ def test_a_traceback_placed_by_its_pod_is_the_death_the_others_wait_for(tmp_path
     # The OOM is why rank 3 never joined: the death leads, not "rank 3 never entered".
     assert verdict.kind == "process-died"
     assert (verdict.culprit_ranks, verdict.culprit_hosts) == ((3,), ("train-worker-2",))
+
+
+IB_ABORT = (
+    "[rank2]:[E1123 09:30:00.000000 202 torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1595] "
+    "[PG ID 0 PG GUID 0(default_pg) Rank 2] Process group watchdog thread terminated with "
+    "exception: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL "
+    "version 2.21.5",
+    # NCCL's own text for the code ends in a blank.
+    "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or "
+    "device error. ",
+    "Last error:",
+    "NET/IB : Got completion from peer 10.12.0.21<38841> with status=12 opcode=0 len=0 vendor "
+    "err 129 (Send) localGid ::ffff:10.12.0.13 remoteGidsfe80::a288:c2ff:fe3d:1f40 hca mlx5_3",
+)
+
+
+NCCL_WARN = (
+    "[rank2]: node3:202:305 [2] NCCL WARN NET/IB : Got completion from peer 10.12.0.21<38841> "
+    "with status=12 opcode=0 len=0 vendor err 129 (Send) localGid ::ffff:10.12.0.13 hca mlx5_3"
+)
+
+
+@pytest.mark.parametrize("form", ["c10-record", "every-line-tagged", "nccl-warn"])
+def test_a_rank_missing_from_the_collective_for_its_own_network_error_is_led_by_it(
+    tmp_path: Path, form: str
+) -> None:
+    # Rank 2 hits an IB completion error (its watchdog's record, with or without the rank
+    # tag on each line, or NCCL's own WARN, which blames the peer it names); ranks 0, 1 and
+    # 3 then time out in the collective rank 2 never joined. The error is why rank 2 is
+    # missing: it leads, and names rank 2, the rank the others wait for.
+    if form == "nccl-warn":
+        abort = [NCCL_WARN]
+    else:
+        tag = "[rank2]: " if form == "every-line-tagged" else ""
+        abort = [IB_ABORT[0], *(tag + line for line in IB_ABORT[1:])]
+    timeouts = [WATCHDOG.format(rank=r) for r in (0, 1, 3)]
+    verdict = verdict_of(tmp_path, {"excerpt.log": "\n".join([*abort, *timeouts]) + "\n"})
+    assert verdict.kind == "network-error"
+    assert verdict.culprit_ranks == (2,)
+    assert verdict.culprit_pids == (202,)
+    assert "status=12" in verdict.summary

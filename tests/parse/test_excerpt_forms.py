@@ -17,7 +17,7 @@ import pytest
 from logsleuth.api import analyze
 from logsleuth.model.nccl import NcclUnrecognized, NcclWarn
 from logsleuth.model.stacks import StackDump
-from logsleuth.model.torch import WatchdogTimeout
+from logsleuth.model.torch import WatchdogError, WatchdogTimeout
 from logsleuth.parse.catalog import MIN_ANCHOR, load_catalog
 from logsleuth.parse.clean import detect_indent, detect_numbering, detect_word_wrap, detect_wrap
 from logsleuth.parse.discover import InputSource
@@ -523,3 +523,24 @@ def test_a_piece_cut_inside_a_log_prefix_continues_the_wrapped_line() -> None:
         ("WatchdogError", 1),
         ("WatchdogError", 4),
     ]
+
+
+def test_a_whole_message_that_ends_in_a_blank_is_not_a_wrapped_piece() -> None:
+    # NCCL's text for ncclSystemError ends in a blank; the "Last error:" under it and the
+    # detail under that are the c10 record's, not the rest of a wrapped line.
+    text = (
+        "[rank13]:[E1123 10:30:55.700000 913 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID "
+        "0(default_pg) Rank 13] Process group watchdog thread terminated with exception: NCCL "
+        "error: unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version "
+        "2.21.5\n"
+        "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or "
+        "device error. \n"
+        "Last error:\n"
+        "NET/IB : Got completion from peer 10.12.0.21<38841> with status=12 opcode=0 len=0\n"
+    )
+    result = read(text)
+    assert result.summary.unrecognized == 0
+    (error,) = result.events
+    assert isinstance(error, WatchdogError)
+    assert error.error_code == "ncclSystemError"
+    assert error.detail is not None and error.detail.startswith("NET/IB : Got completion")
