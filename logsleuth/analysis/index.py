@@ -266,16 +266,25 @@ class EvidenceIndex:
 
     def rank_at(self, host: str | None, local_rank: int) -> int | None:
         """Return the global rank of local rank ``local_rank`` on ``host``, if known: from a
-        launcher's placement of its workers, or a process of that host that logged both."""
+        launcher's placement of its workers, or a process of that host that logged both.
+
+        With no host (a launcher's line that names only the local rank), the answer is the
+        one rank at that local rank of any host: a one-node job's.
+        """
         if host is None:
-            return None
-        placed = self.layout.get((host, local_rank))
-        if placed is not None:
-            return placed
+            placed_anywhere = {r for (_h, local), r in self.layout.items() if local == local_rank}
+            if placed_anywhere:
+                return placed_anywhere.pop() if len(placed_anywhere) == 1 else None
+        else:
+            placed = self.layout.get((host, local_rank))
+            if placed is not None:
+                return placed
         ranks = {
             p.rank
             for p in self.procs.values()
-            if p.host == host and p.local_rank == local_rank and p.rank is not None
+            if (host is None or p.host == host)
+            and p.local_rank == local_rank
+            and p.rank is not None
         }
         return ranks.pop() if len(ranks) == 1 else None
 

@@ -374,3 +374,92 @@ def test_slurms_accounting_of_a_job_says_how_it_ended(
     (summary,) = result.diagnosis.inputs
     assert (summary.recognized, summary.unrecognized) == (report.count("\n"), 0)
     assert result.diagnosis.verdict.kind == kind
+
+
+def test_a_one_node_deepspeed_launch_names_the_rank_of_the_killed_local_rank(
+    tmp_path: Path,
+) -> None:
+    # The launcher's line names only the local rank; its global_rank_mapping has one host,
+    # so local rank 3 is rank 3. With two hosts in the mapping it would name no rank.
+    mapping = "{'localhost': [0, 1, 2, 3]}"
+    text = (
+        "[2024-03-05 10:11:12,345] [INFO] [launch.py:163:main] global_rank_mapping="
+        f"defaultdict(<class 'list'>, {mapping})\n"
+        "[2024-03-05 11:40:05,000] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', "
+        "'-u', 'train.py', '--local_rank=3'] exits with return code = -9\n"
+    )
+    (tmp_path / "ds.log").write_text(text)
+    verdict = analyze([str(tmp_path / "ds.log")]).diagnosis.verdict
+    assert (verdict.kind, verdict.culprit_ranks) == ("process-died", (3,))
+    two_hosts = text.replace(mapping, "{'node-a': [0, 1, 2, 3], 'node-b': [4, 5, 6, 7]}")
+    (tmp_path / "ds.log").write_text(two_hosts)
+    verdict = analyze([str(tmp_path / "ds.log")]).diagnosis.verdict
+    assert (verdict.kind, verdict.culprit_ranks) == ("process-died", ())
+
+
+PODS = (
+    "NAME                   READY   STATUS      RESTARTS      AGE\n"
+    "llama-train-master-0   1/1     Running     0             5h12m\n"
+    "llama-train-worker-0   1/1     Running     0             5h12m\n"
+    "llama-train-worker-1   0/1     {status}   2 (3m ago)    5h12m\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [
+        ("OOMKilled", "resource-exhausted"),
+        ("Error    ", "process-died"),
+        ("CrashLoopBackOff", "process-died"),
+    ],
+)
+def test_a_failed_pod_in_kubectls_pod_table_is_the_culprit_host(
+    tmp_path: Path, status: str, kind: str
+) -> None:
+    # `kubectl get pods`: the row's pod stands for the host (as with `kubectl logs --prefix`),
+    # and the master's ranks time out waiting for its ranks.
+    text = PODS.format(status=status) + TIMEOUT.format(label="[rank0]:", rank=0)
+    assert _verdict(tmp_path, text) == (kind, ("llama-train-worker-1",))
+    # The explanation names the pod the row names, not the paste that printed it.
+    lead = analyze([str(tmp_path / "job.log")]).diagnosis.findings[0]
+    assert "culprit: host llama-train-worker-1" in lead.detail
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Unable to determine the device handle for GPU0000:B3:00.0: Unknown Error",
+        "Unable to determine the device handle for GPU 0000:3B:00.0: GPU is lost.  Reboot the "
+        "system to recover this GPU",
+        "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure "
+        "that the latest NVIDIA driver is installed and running.",
+    ],
+)
+def test_nvidia_smi_losing_a_gpu_outranks_the_timeouts(tmp_path: Path, said: str) -> None:
+    text = "$ nvidia-smi\n" + said + "\n" + TIMEOUT.format(label="[rank12]:", rank=12)
+    log = tmp_path / "job.log"
+    log.write_text(text)
+    result = analyze([str(log)])
+    assert result.diagnosis.verdict.kind == "cuda-error"
+    assert result.diagnosis.inputs[0].unrecognized == 0
+
+
+def test_a_driver_library_mismatch_is_a_config_mismatch(tmp_path: Path) -> None:
+    text = "Failed to initialize NVML: Driver/library version mismatch\n"
+    assert _verdict(tmp_path, text)[0] == "config-mismatch"
+
+
+def test_mp_spawns_join_names_the_worker_it_lost_by_local_rank(tmp_path: Path) -> None:
+    # torch.multiprocessing.spawn's parent raises for its worker 1 (its spawn index, the
+    # local rank): the worker died of SIGKILL, not the parent that raised.
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/workspace/main.py", line 88, in <module>\n'
+        "    mp.spawn(worker, args=(world_size,), nprocs=world_size, join=True)\n"
+        "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal "
+        "SIGKILL\n"
+    )
+    (tmp_path / "run.log").write_text(text)
+    lead = analyze([str(tmp_path / "run.log")]).diagnosis.findings[0]
+    assert lead.kind == "process-died"
+    assert "local rank 1" in lead.detail

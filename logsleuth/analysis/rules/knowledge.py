@@ -358,12 +358,14 @@ def _blame(index: EvidenceIndex, known: Known) -> tuple[list[int], list[str], li
         # A launcher's or scheduler's line about one of its processes (``srun: error: HOST:
         # task 5: Out Of Memory``, ``mpirun noticed that process rank 3 ... on node HOST``):
         # the process or host it names is the culprit, not the launcher that printed it.
-        ranks, hosts, pids, _named = _peer(index, known.hit)
+        ranks, hosts, pids, who = _peer(index, known.hit)
         if side == "self" and not ranks:
             # A line about its own writer (Open MPI's ``[host:pid] Signal: ...``): the rank
             # its prefix names is the one it is about.
             ranks = _writer(index, known.event)[0]
-        return (ranks if side == "self" else []), hosts, pids or _named_pid(known.hit), ""
+        pids = pids or _named_pid(known.hit)
+        # The host side says what it names itself (the host, then the process it killed).
+        return (ranks, hosts, pids, who) if side == "self" else ([], hosts, pids, "")
     if side == "self":
         ranks, hosts, pids = _writer(index, known.event)
         local = known.hit.field("local_rank")
