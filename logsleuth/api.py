@@ -15,8 +15,10 @@ from logsleuth.analysis.index import KEEP_OPS
 from logsleuth.errors import InputError
 from logsleuth.model.base import Event, InputSummary
 from logsleuth.model.diagnosis import Diagnosis
+from logsleuth.parse.base import InputResult
 from logsleuth.parse.discover import Problem, discover
 from logsleuth.parse.dispatch import InputReadError, ReadProgress, read_inputs
+from logsleuth.parse.siblings import sibling_ranks, with_rank
 
 
 class NoAnalysableInput(InputError):
@@ -97,7 +99,17 @@ def _analyze(
     silent: list[Problem] = []
     # The index keeps the last KEEP_OPS collectives per process and communicator, so the
     # parser may skip building events for the COLL lines in between.
-    results = read_inputs(sources, keep_ops=KEEP_OPS, scheduler=scheduler, progress=progress)
+    results = list(read_inputs(sources, keep_ops=KEEP_OPS, scheduler=scheduler, progress=progress))
+    # Per-process files whose names differ in one number: the siblings that name their rank
+    # say what the number is for those that do not.
+    read = {
+        s.name: (i, r)
+        for i, (s, r) in enumerate(zip(sources, results, strict=True))
+        if isinstance(r, InputResult)
+    }
+    for name, rank in sibling_ranks([(n, r.events) for n, (_, r) in read.items()]).items():
+        at, result = read[name]
+        results[at] = with_rank(result, rank)
     for source, result in zip(sources, results, strict=True):
         if isinstance(result, InputError):
             exc = result

@@ -20,13 +20,12 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import fields, replace
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from logsleuth.errors import InputError
 from logsleuth.model.base import Event, InputSummary, SourceRef, rank_in_file_name
 from logsleuth.model.bundle import BundleManifest, RankEntry
 from logsleuth.model.nccl import NcclConnectRun
-from logsleuth.model.torch import ChildFailure, LauncherEvent
 from logsleuth.parse import budgets, pickling
 from logsleuth.parse.base import InputResult
 from logsleuth.parse.catalog import load_catalog
@@ -42,6 +41,7 @@ from logsleuth.parse.lines import read_lines
 from logsleuth.parse.nccl import warm_up
 from logsleuth.parse.pyspy_json import looks_like_pyspy_json, parse_pyspy_json
 from logsleuth.parse.ras import looks_like_ras_json, parse_ras_json
+from logsleuth.parse.siblings import with_rank
 
 # Results travel from worker processes to the parent: the events' pickled state is built
 # without a dataclasses.fields() call per object (see pickling.py).
@@ -351,43 +351,10 @@ def _read_checked(source: InputSource, keep_ops: int | None, audit: bool) -> Inp
     return _named_rank(source.name, read_lines(source, keep_ops, audit))
 
 
-_WORKER_FATES = frozenset(
-    ("closing-signal", "failed", "force-kill", "failure-summary", "error-file")
-)
-"""The launcher's lines about its workers: a file holding one is the launcher's output."""
-
-
 def _named_rank(name: str, result: InputResult) -> InputResult:
-    """Give the rank a per-process file's name states to the lines that name no writer.
-
-    ``std_log_process_02.txt`` or ``rank2.log`` holds one rank's output: a traceback in it
-    with no prefix is that rank's. A file whose lines name another rank, or that holds the
-    launcher's lines about its workers, is a combined log and keeps its lines as they are.
-    """
+    """Give the rank a per-process file's name states (``rank2.log``) to its bare lines."""
     rank = rank_in_file_name(name)
-    if rank is None:
-        return result
-    bare: list[int] = []
-    for i, event in enumerate(result.events):
-        origin = event.origin
-        if origin.rank is not None and origin.rank != rank:
-            return result
-        if isinstance(event, ChildFailure) or (
-            isinstance(event, LauncherEvent) and event.action in _WORKER_FATES
-        ):
-            return result
-        if origin.rank is None and origin.pid is None and origin.host is None:
-            bare.append(i)
-    if not bare:
-        return result
-    events = list(result.events)
-    for i in bare:
-        event = events[i]
-        changes: dict[str, Any] = {"origin": replace(event.origin, rank=rank)}
-        if getattr(event, "rank", rank) is None:
-            changes["rank"] = rank
-        events[i] = replace(event, **changes)
-    return replace(result, events=tuple(events))
+    return result if rank is None else with_rank(result, rank)
 
 
 _POOL_MIN_BYTES = 16 << 20
