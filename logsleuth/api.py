@@ -108,8 +108,8 @@ def _analyze(
         if isinstance(r, InputResult)
     }
     for name, rank in sibling_ranks([(n, r.events) for n, (_, r) in read.items()]).items():
-        at, result = read[name]
-        results[at] = with_rank(result, rank)
+        at, named = read[name]
+        results[at] = with_rank(named, rank)
     for source, result in zip(sources, results, strict=True):
         if isinstance(result, InputError):
             exc = result

@@ -38,6 +38,15 @@ _TORCHRUN = re.compile(r"\[(?:(rank)(\d+)\]: ?|([A-Za-z_]+?)(\d+)\]:)")
 RANK_TAG = re.compile(r"\[rank(?::? |=)(\d+)\] ")
 """A rank tag in front of a message: Lightning's ``[rank: 3] Seed set to 42``, and the
 ``[rank 3] `` that training scripts put in their own log format."""
+WRITER_RANK = re.compile(
+    r"\[(?i:rank)[:= ]?\s?(\d{1,6})(?:/\d+)?\]"
+    r"|\((?i:rank)[:= ]?\s?(\d{1,6})(?:/\d+)?\)"
+    r"|(?<![\w.-])(?:(?i:global|world)_)?(?i:rank)(?:=|: ?)(\d{1,6})(?![\w.])"
+    r"|\|\s*(?i:rank) (\d{1,6})\s*\|"
+)
+"""A writer's rank as a log format writes it into its prefix: ``[RANK 2]``, ``(rank 2)``,
+``rank=2``, ``global_rank: 2``, ``| rank 2 |`` (a tag, not the word rank in prose; not a
+local rank)."""
 MPI_TAG = re.compile(r"\[\d+,(?:mpirank:)?(\d+)(?:,([\w.\-]+))?\]<(?:stdout|stderr|stddiag)>:\s?")
 """Open MPI's ``--tag-output`` (``[1,3]<stdout>:``), and SageMaker's form of it that names
 the host too (``[1,mpirank:3,algo-2]<stderr>:``)."""

@@ -23,6 +23,7 @@ from logsleuth.parse.clean import (
     PREFIX_FIRST,
     RANK_TAG,
     TYPOGRAPHY,
+    WRITER_RANK,
     begins_line,
     clean,
     detect_indent,
@@ -208,6 +209,16 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
         hint = _merge_hints(hint, section)
         if hint.rank is not None and RANK_TAG.search(cleaned):
             record = (number, hint)
+        elif (
+            hint.rank is None
+            and (tag := WRITER_RANK.search(cleaned, 0, _TAG_REACH))
+            and _ERROR_LEVEL.search(cleaned, 0, _TAG_REACH)
+        ):
+            # An error record (``logger.exception``) whose format tags its rank (``[RANK 2]``,
+            # ``(rank 2)``, ``rank=2``, ``| rank 2 |``) and whose message no catalog knows:
+            # the traceback under it is its writer's. An INFO line's neighbour is not.
+            rank = int(next(g for g in tag.groups() if g))
+            record = (number, _merge_hints(hint, Origin(rank=rank)))
         elif (
             record[0] == number - 1
             and text.startswith(_TRACEBACK_HEAD)
@@ -517,9 +528,13 @@ _LABEL = re.compile(r"(?:[A-Za-z][\w.\-]{0,62}:|\[?\d{1,9}\]?) (?=\S)")
 _TRACEBACK_HEAD = "Traceback (most recent call last):"
 
 _MAX_WRAPPED = 64
+"""Physical lines joined into one at most (a wrapped message longer than this is cut)."""
+_TAG_REACH = 160
+"""How far into a line a log format's rank tag and level are looked for (its prefix)."""
+_ERROR_LEVEL = re.compile(r"\b(?:ERROR|CRITICAL|FATAL|error|critical|fatal)\b")
+"""The level of a record that logs an exception (``logger.exception`` logs at ERROR)."""
 _SOFT_WRAP_MIN = 50
 """A word-wrapped piece is at least this long (a terminal or a ticket box is wider)."""
-"""Physical lines joined into one at most (a wrapped message longer than this is cut)."""
 
 
 def _opened(envelope: Envelope, line: str) -> tuple[list[str], Origin]:

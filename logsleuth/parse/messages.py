@@ -16,6 +16,7 @@ from logsleuth.model.base import Origin, SourceRef
 from logsleuth.model.messages import LogMessage
 from logsleuth.parse.base import Line, Reader, Sink
 from logsleuth.parse.catalog import PREFIX, CatalogMatch, load_catalog
+from logsleuth.parse.clean import WRITER_RANK
 
 # Rank named in a prefix or in the message itself: "[Rank 3]", "[rank3]:", "rank 3:",
 # "[PG ID 0 PG GUID 0(default_pg) Rank 3]" (a process-group rank when the PG is not 0).
@@ -40,9 +41,9 @@ def _origin(label: str, message: str, hint: Origin) -> tuple[Origin, int | None]
     """Read what the prefix (and the message's own framework prefix) say about the writer."""
     rank = hint.rank
     if rank is None:
-        found = _RANK.search(label) or _RANK.search(message[:80])
+        found = _RANK.search(label) or WRITER_RANK.search(label) or _RANK.search(message[:80])
         if found is not None:
-            rank = int(found.group(1) or found.group(2))
+            rank = int(next(g for g in found.groups() if g))
         else:
             pg = _PG_RANK.search(label) or _PG_RANK.search(message[:120])
             if pg is not None and pg.group(1) == "0":

@@ -42,15 +42,13 @@ def sibling_ranks(files: Sequence[tuple[str, Sequence[Event]]]) -> dict[str, int
     number only; a group holding a combined log (lines of several ranks) says nothing.
     """
     own = {name: _own_rank(events) for name, events in files}
-    groups: dict[tuple[int, tuple[str, ...], tuple[str, ...]], list[tuple[str, int]]] = (
-        defaultdict(list)
-    )
+    # Siblings: the names equal but for the number at one place (its index among the pieces).
+    groups: dict[tuple[int, tuple[str, ...], tuple[str, ...]], list[tuple[str, int]]]
+    groups = defaultdict(list)
     for name, _events in files:
         pieces = _NUMBER.split(name)
         for i in range(1, len(pieces), 2):
-            groups[(i, tuple(pieces[:i]), tuple(pieces[i + 1 :]))].append(
-                (name, int(pieces[i]))
-            )
+            groups[(i, tuple(pieces[:i]), tuple(pieces[i + 1 :]))].append((name, int(pieces[i])))
     candidates: dict[str, set[int]] = defaultdict(set)
     for members in groups.values():
         if len(members) <= _MIN_AGREEING or any(own[n] == _MIXED for n, _ in members):

@@ -300,3 +300,57 @@ def test_a_rank_missing_from_the_collective_for_its_own_network_error_is_led_by_
     assert verdict.culprit_ranks == (2,)
     assert verdict.culprit_pids == (202,)
     assert "status=12" in verdict.summary
+
+
+RANK_TAGS = [
+    "2025-11-23 10:30:00,123 [RANK 2] ERROR train: ",
+    "2025-11-23 10:30:00 (rank 2) ERROR ",
+    "2025-11-23T10:30:00Z level=error rank=2 msg=",
+    "2025-11-23 10:30:00.123 | ERROR    | rank 2 | ",
+    "2025-11-23 10:30:00 global_rank: 2 - ERROR - ",
+]
+
+
+@pytest.mark.parametrize("tag", RANK_TAGS, ids=["RANK", "paren", "logfmt", "column", "global"])
+@pytest.mark.parametrize("logged", ["message", "traceback"])
+def test_a_log_formats_own_rank_tag_names_the_writer(tmp_path: Path, tag: str, logged: str) -> None:
+    # A training script's logger writes its rank into its prefix in its own way; rank 2 then
+    # logs the CUDA error (as the message, or as the exception under an ERROR record no
+    # catalog knows) while ranks 0, 1 and 3 time out.
+    error = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    if logged == "message":
+        lines = [tag + error]
+    else:
+        lines = [
+            tag + "step 1200 failed, exiting",
+            "Traceback (most recent call last):",
+            '  File "train.py", line 10, in <module>',
+            "    loss.backward()",
+            error,
+        ]
+    lines += [WATCHDOG.format(rank=r) for r in (0, 1, 3)]
+    verdict = verdict_of(tmp_path, {"job.log": "\n".join(lines) + "\n"})
+    assert (verdict.kind, verdict.culprit_ranks) == ("cuda-error", (2,))
+
+
+def test_a_traceback_under_an_info_line_with_a_rank_tag_is_not_that_ranks(tmp_path: Path) -> None:
+    # Lightning's "initializing ddp: GLOBAL_RANK: 2" is every process's INFO line: in a
+    # combined log, the traceback that happens to follow it may be any process's.
+    lines = [
+        "initializing ddp: GLOBAL_RANK: 2, MEMBER: 3/4",
+        "Traceback (most recent call last):",
+        '  File "train.py", line 10, in <module>',
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+    ]
+    lines += [WATCHDOG.format(rank=r) for r in (0, 1, 3)]
+    verdict = verdict_of(tmp_path, {"job.log": "\n".join(lines) + "\n"})
+    assert verdict.kind == "cuda-error"
+    assert 2 not in verdict.culprit_ranks
+
+
+@pytest.mark.parametrize("prose", ["local_rank=2 ", "2025-11-23 node rank 2 "])
+def test_a_local_or_node_rank_is_not_the_writers_rank(tmp_path: Path, prose: str) -> None:
+    lines = [prose + "RuntimeError: CUDA error: an illegal memory access was encountered"]
+    lines += [WATCHDOG.format(rank=r) for r in (0, 1, 3)]
+    verdict = verdict_of(tmp_path, {"job.log": "\n".join(lines) + "\n"})
+    assert 2 not in verdict.culprit_ranks
