@@ -195,7 +195,7 @@ def clock_offsets(index: EvidenceIndex) -> dict[str, float]:
     without such a timeout get none (0.0 is not assumed for them); with fewer than two
     hosts there is nothing to align.
     """
-    starts: dict[tuple[str | None, int], dict[str, list[float]]] = defaultdict(
+    starts: dict[tuple[str | None, int | None], dict[str, list[float]]] = defaultdict(
         lambda: defaultdict(list)
     )
     for event in index.torch:

@@ -415,15 +415,15 @@ def watchdog_edges(index: EvidenceIndex, graph: Graph) -> None:
         node = graph.nodes[rank_id(waiter)]
         if node.state in ("unknown", "silent"):
             node.state = "waiting"
-            node.where = f"{event.op_type} SeqNum {event.seq} (watchdog timeout)"
+            node.where = f"{event.work} (watchdog timeout)"
             silent_nodes.pop(rank_id(waiter), None)
-        entries = behind.get(event.pg, [])
-        late = entries[: bisect_left(entries, (event.seq, -(1 << 62)))]
+        entries = behind.get(event.pg, []) if event.seq is not None else []
+        late = entries[: bisect_left(entries, (event.seq, -(1 << 62)))] if entries else []
         for last, rank in sorted(late, key=lambda item: item[1]):
             graph.add_edge(
                 rank_id(waiter),
                 rank_id(rank),
-                f"{event.op_type} SeqNum {event.seq}: rank {rank} last enqueued {last}",
+                f"{event.work}: rank {rank} last enqueued {last}",
                 "watchdog",
                 event,
             )
@@ -435,8 +435,7 @@ def watchdog_edges(index: EvidenceIndex, graph: Graph) -> None:
                 graph.add_edge(
                     rank_id(waiter),
                     rank_id(other.rank or 0),
-                    f"{event.op_type} SeqNum {event.seq} timed out; rank {other.rank} left no "
-                    "evidence",
+                    f"{event.work} timed out; rank {other.rank} left no evidence",
                     "watchdog",
                     event,
                 )

@@ -27,7 +27,9 @@ class WatchdogTimeout(Event):
 
     rank: int | None
     pg: str | None
-    seq: int
+    seq: int | None
+    """The work's sequence number; None where torch printed none (before 1.10:
+    ``WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000)``)."""
     op_type: str
     numel_in: int | None = None
     numel_out: int | None = None
@@ -36,6 +38,16 @@ class WatchdogTimeout(Event):
     backend: str = "nccl"  # "nccl" | "gloo" | ...
     blocking: bool = False
     """True for ``Work WorkNCCL(...) timed out in blocking wait`` (NCCL_BLOCKING_WAIT=1)."""
+
+    @property
+    def work(self) -> str:
+        """``ALLREDUCE SeqNum 1580``, or the collective alone where no SeqNum was printed."""
+        return work_label(self.op_type, self.seq)
+
+
+def work_label(op_type: str, seq: int | None) -> str:
+    """``ALLREDUCE SeqNum 1580``, or the collective alone where torch printed no SeqNum."""
+    return op_type if seq is None else f"{op_type} SeqNum {seq}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -211,8 +211,8 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
             record = (number, hint)
         elif (
             hint.rank is None
-            and (tag := WRITER_RANK.search(cleaned, 0, _TAG_REACH))
             and _ERROR_LEVEL.search(cleaned, 0, _TAG_REACH)
+            and (tag := WRITER_RANK.search(cleaned, 0, _TAG_REACH))
         ):
             # An error record (``logger.exception``) whose format tags its rank (``[RANK 2]``,
             # ``(rank 2)``, ``rank=2``, ``| rank 2 |``) and whose message no catalog knows:

@@ -581,9 +581,10 @@ def _clock(text: str) -> float:
 
 
 def _timeout(work: dict[str, str], ran: int | None, *, blocking: bool) -> Payload:
-    seq = work.get("SeqNum", "")
+    seq = work.get("SeqNum")
     op_type = work.get("OpType")
-    if not seq.isdigit() or op_type is None:
+    # torch before 1.10 printed no SeqNum (``WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=...)``).
+    if op_type is None or (seq is not None and not seq.isdigit()):
         return _unknown("WorkNCCL(" + ", ".join(f"{k}={v}" for k, v in work.items()) + ")")
 
     def number(key: str) -> int | None:
@@ -591,7 +592,7 @@ def _timeout(work: dict[str, str], ran: int | None, *, blocking: bool) -> Payloa
         return int(value) if value.isdigit() else None
 
     values = {
-        "seq": int(seq),
+        "seq": int(seq) if seq is not None else None,
         "op_type": op_type,
         "numel_in": number("NumelIn"),
         "numel_out": number("NumelOut"),

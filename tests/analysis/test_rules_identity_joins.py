@@ -354,3 +354,30 @@ def test_a_local_or_node_rank_is_not_the_writers_rank(tmp_path: Path, prose: str
     lines += [WATCHDOG.format(rank=r) for r in (0, 1, 3)]
     verdict = verdict_of(tmp_path, {"job.log": "\n".join(lines) + "\n"})
     assert 2 not in verdict.culprit_ranks
+
+
+OLD_TIMEOUT = (
+    "[E ProcessGroupNCCL.cpp:587] [Rank {rank}] Watchdog caught collective operation timeout: "
+    "WorkNCCL(OpType={op}, Timeout(ms)=1800000) ran for 1803772 milliseconds before timing out."
+)
+
+
+def test_torch_1_9_timeouts_without_seqnum_name_the_silent_rank(tmp_path: Path) -> None:
+    # Ranks 1-3 time out (torch before 1.10 printed no SeqNum) and rank 0 says nothing: rank 0
+    # never joined the collective, which the verdict names without a SeqNum it never saw.
+    lines = [OLD_TIMEOUT.format(rank=r, op="ALLREDUCE") for r in (1, 2, 3)]
+    verdict = verdict_of(tmp_path, {"job.log": "\n".join(lines) + "\n"})
+    assert (verdict.kind, verdict.culprit_ranks) == ("missing-collective", (0,))
+    assert "ALLREDUCE" in verdict.summary
+    assert "SeqNum" not in verdict.summary
+
+
+def test_timeouts_without_seqnum_in_different_collectives_are_no_mismatch_claim(
+    tmp_path: Path,
+) -> None:
+    # Without a SeqNum there is no position at which to compare what the ranks ran.
+    lines = [OLD_TIMEOUT.format(rank=r, op="ALLREDUCE") for r in (0, 1, 2)]
+    lines.append(OLD_TIMEOUT.format(rank=3, op="BROADCAST"))
+    verdict = verdict_of(tmp_path, {"job.log": "\n".join(lines) + "\n"})
+    assert verdict.kind != "collective-mismatch"
+    assert "None" not in verdict.summary

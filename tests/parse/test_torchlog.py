@@ -717,3 +717,18 @@ def test_the_first_token_check_turns_away_only_what_the_parser_turns_away(
         ]
         assert quick == full, text
     assert skipped > len(lines) // 2
+
+
+def test_a_watchdog_timeout_of_torch_before_1_10_has_no_seqnum() -> None:
+    # torch 1.8/1.9 printed the work without its sequence number.
+    got = read_lines(
+        [
+            "[E ProcessGroupNCCL.cpp:587] [Rank 2] Watchdog caught collective operation timeout: "
+            "WorkNCCL(OpType=BROADCAST, Timeout(ms)=1800000) ran for 1803772 milliseconds before "
+            "timing out."
+        ]
+    )
+    (timeout,) = got.of(WatchdogTimeout)
+    assert (timeout.rank, timeout.seq, timeout.op_type) == (2, None, "BROADCAST")
+    assert (timeout.timeout_ms, timeout.ran_ms) == (1800000, 1803772)
+    assert timeout.work == "BROADCAST"

@@ -15,7 +15,12 @@ from logsleuth.analysis.waitfor import global_rank
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.ranks import absent_ranks, format_ranks
-from logsleuth.model.torch import CollectiveFingerprint, WatchdogProgress, WatchdogTimeout
+from logsleuth.model.torch import (
+    CollectiveFingerprint,
+    WatchdogProgress,
+    WatchdogTimeout,
+    work_label,
+)
 
 _BYTE_TYPES = (0, 1)
 """ncclInt8/ncclUint8: the dtype of torch's ``*_object`` collectives (pickled bytes)."""
@@ -273,12 +278,16 @@ class CollectiveMismatch(Rule):
         where they do not is a mismatch, and the ranks outside the majority are the odd ones.
         """
         timeouts = [e for e in index.torch if isinstance(e, WatchdogTimeout)]
-        by_seq: dict[tuple[str | None, int], dict[int, WatchdogTimeout]] = defaultdict(dict)
+        by_seq: dict[tuple[str | None, int | None], dict[int, WatchdogTimeout]] = defaultdict(dict)
         for e in timeouts:
             rank = global_rank(e, e.rank, e.pg)
             if rank is not None:
                 by_seq[(e.pg, e.seq)].setdefault(rank, e)
-        for (pg, seq), per_rank in sorted(by_seq.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+        for (pg, seq), per_rank in sorted(
+            by_seq.items(), key=lambda kv: (str(kv[0][0]), _order(kv[0][1]))
+        ):
+            if seq is None:
+                continue  # no SeqNum (torch before 1.10): no position to compare the ranks at
             groups: dict[tuple[str, int | None, int | None], list[int]] = defaultdict(list)
             for rank, e in sorted(per_rank.items()):
                 groups[(e.op_type, e.numel_in, e.numel_out)].append(rank)
@@ -547,12 +556,13 @@ class CollectiveTimeout(Rule):
         if not timeouts:
             yield from self._behind_without_timeouts(index, progress)
             return
-        by_seq: dict[tuple[str | None, int, str], list[WatchdogTimeout]] = defaultdict(list)
+        by_seq: dict[tuple[str | None, int | None, str], list[WatchdogTimeout]] = defaultdict(list)
         for e in timeouts:
             by_seq[(e.pg, e.seq, e.op_type)].append(e)
         (pg, seq, op_type), group = max(
-            by_seq.items(), key=lambda kv: (len(kv[1]), kv[0][1], str(kv[0][0]))
+            by_seq.items(), key=lambda kv: (len(kv[1]), _order(kv[0][1]), str(kv[0][0]))
         )
+        work = work_label(op_type, seq)
         # Global ranks only: ``[PG ID 11 PG GUID 119 Rank 1]`` is rank 1 of group 119.
         ranks = sorted({r for e in group if (r := global_rank(e, e.rank, e.pg)) is not None})
         # The timeout line often names no group ([Rank N] prefix): then every group's counts
@@ -564,15 +574,18 @@ class CollectiveTimeout(Rule):
                 for p in mine
                 if (r := global_rank(p, p.rank, p.pg)) is not None
                 and p.last_enqueued is not None
+                and seq is not None
                 and p.last_enqueued < seq
             }
         )
         inside = {
             r
             for p in mine
-            if (r := global_rank(p, p.rank, p.pg)) is not None and (p.last_enqueued or 0) >= seq
+            if (r := global_rank(p, p.rank, p.pg)) is not None
+            and seq is not None
+            and (p.last_enqueued or 0) >= seq
         }
-        moved_on = self._moved_on(mine, seq, set(ranks))
+        moved_on = self._moved_on(mine, seq, set(ranks)) if seq is not None else None
         if moved_on is not None:
             stuck, past, frontier = moved_on
             yield self._laggards(
@@ -604,16 +617,18 @@ class CollectiveTimeout(Rule):
             return
         numel = group[0].numel_in
         timeout_s = (group[0].timeout_ms or 0) / 1000
+        sizes = [f"SeqNum {seq}"] if seq is not None else []
+        sizes += [f"{numel:,} elements"] if numel else []
+        sizes += [f"timeout {timeout_s:g} s"] if timeout_s else []
         dead = sorted({d.rank for d in own_deaths(index) if d.rank is not None} - set(ranks))
         if dead:
             # A rank that died before the collective was not there to finish it: the timeout
             # is its consequence (ProcessDied names it), not a stall inside communication.
             yield self.finding(
                 severity="warning",
-                title=f"{op_type} SeqNum {seq} timed out on ranks {_fmt(ranks)} after rank(s) "
-                f"{_fmt(dead)} had died",
+                title=f"{work} timed out on ranks {_fmt(ranks)} after rank(s) {_fmt(dead)} had died",
                 detail=(
-                    f"{len(ranks)} rank(s) report that {op_type} (SeqNum {seq}) did not finish; "
+                    f"{len(ranks)} rank(s) report that {work} did not finish; "
                     f"rank(s) {_fmt(dead)} had already ended on their own account (torchrun's "
                     "summary), so the collective could not complete. The timeout follows the death."
                 ),
@@ -625,12 +640,11 @@ class CollectiveTimeout(Rule):
             return
         yield self.finding(
             severity="error",
-            title=f"{op_type} SeqNum {seq} timed out on ranks {_fmt(ranks)} with every reporting rank inside it",
+            title=f"{work} timed out on ranks {_fmt(ranks)} with every reporting rank inside it",
             detail=(
-                f"{len(ranks)} rank(s) report that {op_type} (SeqNum {seq}"
-                + (f", {numel:,} elements" if numel else "")
-                + (f", timeout {timeout_s:g} s" if timeout_s else "")
-                + ") did not finish, and none is behind in enqueueing work. The collective itself "
+                f"{len(ranks)} rank(s) report that {op_type}"
+                + (f" ({', '.join(sizes)})" if sizes else "")
+                + " did not finish, and none is behind in enqueueing work. The collective itself "
                 "stalled: a network/transport problem or a GPU hung inside the kernel, not a rank "
                 "that skipped the call."
             ),
@@ -710,10 +724,11 @@ class CollectiveTimeout(Rule):
         index: EvidenceIndex,
         group: list[WatchdogTimeout],
         progress: list[WatchdogProgress],
-        seq: int,
+        seq: int | None,
         op_type: str,
         ranks: list[int],
     ) -> Finding:
+        work = work_label(op_type, seq)
         who = f"rank {ranks[0]}" if ranks else "one rank"
         world = index.world_size
         others = (
@@ -729,9 +744,11 @@ class CollectiveTimeout(Rule):
             name=self.name,
             kind="missing-collective",
             severity="error",
-            title=f"{who} timed out waiting in {op_type} SeqNum {seq}; {others}",
+            title=f"{who} timed out waiting in {work}; {others}",
             detail=(
-                f"Only {who} reports the timeout of {op_type} (SeqNum {seq}). A timeout says that "
+                f"Only {who} reports the timeout of {op_type}"
+                + (f" (SeqNum {seq})" if seq is not None else "")
+                + ". A timeout says that "
                 f"{who} waited, not why: it is the one that waited, not the culprit, and one "
                 "rank's line cannot show that every rank was inside the collective. The rank(s) "
                 "that did not arrive are among those whose logs are missing."
@@ -777,12 +794,13 @@ class CollectiveTimeout(Rule):
         group: list[WatchdogTimeout],
         progress: list[WatchdogProgress],
         missing: list[int],
-        seq: int,
+        seq: int | None,
         op_type: str,
         ranks: list[int],
         waited: str = "timed out in it",
         why: str | None = None,
     ) -> Finding:
+        work = work_label(op_type, seq)
         hosts: list[str] = []
         pids: list[int] = []
         evidence = evidence_of([*group, *progress])
@@ -796,13 +814,13 @@ class CollectiveTimeout(Rule):
             name=MissingCollective.name,
             kind=MissingCollective.kind,
             severity="critical",
-            title=f"rank(s) {_fmt(missing)} never entered {op_type} SeqNum {seq}; ranks {_fmt(ranks)} {waited}",
+            title=f"rank(s) {_fmt(missing)} never entered {work}; ranks {_fmt(ranks)} {waited}",
             detail=why
             or (
                 (
-                    f"The watchdog of ranks {_fmt(ranks)} timed out in {op_type} SeqNum {seq}"
+                    f"The watchdog of ranks {_fmt(ranks)} timed out in {work}"
                     if group
-                    else f"The watchdogs of ranks {_fmt(ranks)} enqueued {op_type} SeqNum {seq} "
+                    else f"The watchdogs of ranks {_fmt(ranks)} enqueued {work} "
                     "and did not complete it"
                 )
                 + f", but rank(s) "
@@ -904,3 +922,8 @@ class TransportSizeCheck(Rule):
                 "look for a last batch of another size or rank-dependent shapes.",
             ),
         )
+
+
+def _order(seq: int | None) -> int:
+    """A SeqNum to sort by; a timeout without one (torch before 1.10) sorts first."""
+    return -1 if seq is None else seq
