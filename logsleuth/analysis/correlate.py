@@ -230,15 +230,6 @@ def host_of_event(index: EvidenceIndex, event: Event) -> str | None:
     return proc.host if proc else None
 
 
-def _rank_of(index: EvidenceIndex, event: Event) -> int | None:
-    if event.origin.rank is not None:
-        return event.origin.rank
-    rank = getattr(event, "rank", None)
-    if isinstance(rank, int):
-        return rank
-    return index.rank_of(event.origin.host, event.origin.pid)
-
-
 def first_errors(index: EvidenceIndex) -> list[FirstError]:
     """Return each rank's first failure evidence, earliest first, on aligned clocks.
 
@@ -260,7 +251,7 @@ def first_errors(index: EvidenceIndex) -> list[FirstError]:
     )
     for event in events:
         when = _time_of(event)
-        rank = _rank_of(index, event)
+        rank = index.writer_rank(event)
         if when is None or rank is None:
             continue
         host = host_of_event(index, event)

@@ -155,13 +155,7 @@ _ABSENCES = frozenset({"process-died", "missing-collective"})
 
 def _writers(index: EvidenceIndex, events: Sequence[Event]) -> dict[tuple[str, int], int | None]:
     """Map each event's (source, line) to the rank that wrote it (None: not known)."""
-    found: dict[tuple[str, int], int | None] = {}
-    for event in events:
-        rank = event.origin.rank
-        if rank is None and (event.origin.host is not None or event.origin.pid is not None):
-            rank = index.rank_of(event.origin.host, event.origin.pid)
-        found[(event.ref.source, event.ref.line)] = rank
-    return found
+    return {(e.ref.source, e.ref.line): index.writer_rank(e) for e in events}
 
 
 def _with_death(

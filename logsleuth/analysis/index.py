@@ -264,6 +264,15 @@ class EvidenceIndex:
             matches = {rank for _, rank in candidates}
         return matches.pop() if len(matches) == 1 else None
 
+    def writer_rank(self, event: Event) -> int | None:
+        """Return the global rank of the process that wrote ``event``, if known."""
+        if event.origin.rank is not None:
+            return event.origin.rank
+        rank = getattr(event, "rank", None)
+        if isinstance(rank, int):
+            return rank
+        return self.rank_of(event.origin.host, event.origin.pid)
+
     def rank_at(self, host: str | None, local_rank: int) -> int | None:
         """Return the global rank of local rank ``local_rank`` on ``host``, if known: from a
         launcher's placement of its workers, or a process of that host that logged both.

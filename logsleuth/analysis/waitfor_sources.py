@@ -417,8 +417,8 @@ def watchdog_edges(index: EvidenceIndex, graph: Graph) -> None:
             node.state = "waiting"
             node.where = f"{event.work} (watchdog timeout)"
             silent_nodes.pop(rank_id(waiter), None)
-        entries = behind.get(event.pg, []) if event.seq is not None else []
-        late = entries[: bisect_left(entries, (event.seq, -(1 << 62)))] if entries else []
+        entries = behind.get(event.pg, [])
+        late = [] if event.seq is None else entries[: bisect_left(entries, (event.seq, -(1 << 62)))]
         for last, rank in sorted(late, key=lambda item: item[1]):
             graph.add_edge(
                 rank_id(waiter),

@@ -39,23 +39,30 @@ def sibling_ranks(files: Sequence[tuple[str, Sequence[Event]]]) -> dict[str, int
     """Return the rank of each file that names none but whose siblings say what its name does.
 
     ``files`` are (input name, its events). Siblings are the files whose names differ in one
-    number only; a group holding a combined log (lines of several ranks) says nothing.
+    number only; a group holding a combined log (lines of several ranks) says nothing. Only
+    the files of groups large enough to decide anything have their lines looked at.
     """
-    own = {name: _own_rank(events) for name, events in files}
+    events_of = dict(files)
     # Siblings: the names equal but for the number at one place (its index among the pieces).
     groups: dict[tuple[int, tuple[str, ...], tuple[str, ...]], list[tuple[str, int]]]
     groups = defaultdict(list)
-    for name, _events in files:
+    for name in events_of:
         pieces = _NUMBER.split(name)
         for i in range(1, len(pieces), 2):
             groups[(i, tuple(pieces[:i]), tuple(pieces[i + 1 :]))].append((name, int(pieces[i])))
+    own: dict[str, int | None] = {}
     candidates: dict[str, set[int]] = defaultdict(set)
     for members in groups.values():
-        if len(members) <= _MIN_AGREEING or any(own[n] == _MIXED for n, _ in members):
+        if len(members) <= _MIN_AGREEING:
+            continue
+        for name, _number in members:
+            if name not in own:
+                own[name] = _own_rank(events_of[name])
+        if any(own[n] == _MIXED for n, _ in members):
             continue
         named = [(rank, number) for n, number in members if (rank := own[n]) is not None]
         offsets = {rank - number for rank, number in named}
-        if len(offsets) != 1 or len(named) < _MIN_AGREEING:
+        if len(offsets) != 1 or len(named) < _MIN_AGREEING or len(named) == len(members):
             continue
         offset = offsets.pop()
         for name, number in members:

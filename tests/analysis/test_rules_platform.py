@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from logsleuth.api import analyze
+from logsleuth.model.diagnosis import Diagnosis
 
 TIMEOUT = (
     "{label}[E ProcessGroupNCCL.cpp:616] [Rank {rank}] Watchdog caught collective operation "
@@ -19,10 +20,14 @@ TIMEOUT = (
 )
 
 
-def _verdict(tmp_path: Path, text: str) -> tuple[str, tuple[str, ...]]:
+def _diagnosis(tmp_path: Path, text: str) -> Diagnosis:
     log = tmp_path / "job.log"
     log.write_text(text, encoding="utf-8")
-    verdict = analyze([str(log)]).diagnosis.verdict
+    return analyze([str(log)]).diagnosis
+
+
+def _verdict(tmp_path: Path, text: str) -> tuple[str, tuple[str, ...]]:
+    verdict = _diagnosis(tmp_path, text).verdict
     return verdict.kind, verdict.culprit_hosts
 
 
@@ -388,12 +393,10 @@ def test_a_one_node_deepspeed_launch_names_the_rank_of_the_killed_local_rank(
         "[2024-03-05 11:40:05,000] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', "
         "'-u', 'train.py', '--local_rank=3'] exits with return code = -9\n"
     )
-    (tmp_path / "ds.log").write_text(text)
-    verdict = analyze([str(tmp_path / "ds.log")]).diagnosis.verdict
+    verdict = _diagnosis(tmp_path, text).verdict
     assert (verdict.kind, verdict.culprit_ranks) == ("process-died", (3,))
     two_hosts = text.replace(mapping, "{'node-a': [0, 1, 2, 3], 'node-b': [4, 5, 6, 7]}")
-    (tmp_path / "ds.log").write_text(two_hosts)
-    verdict = analyze([str(tmp_path / "ds.log")]).diagnosis.verdict
+    verdict = _diagnosis(tmp_path, two_hosts).verdict
     assert (verdict.kind, verdict.culprit_ranks) == ("process-died", ())
 
 
@@ -418,11 +421,13 @@ def test_a_failed_pod_in_kubectls_pod_table_is_the_culprit_host(
 ) -> None:
     # `kubectl get pods`: the row's pod stands for the host (as with `kubectl logs --prefix`),
     # and the master's ranks time out waiting for its ranks.
-    text = PODS.format(status=status) + TIMEOUT.format(label="[rank0]:", rank=0)
-    assert _verdict(tmp_path, text) == (kind, ("llama-train-worker-1",))
+    diagnosis = _diagnosis(
+        tmp_path, PODS.format(status=status) + TIMEOUT.format(label="[rank0]:", rank=0)
+    )
+    verdict = diagnosis.verdict
+    assert (verdict.kind, verdict.culprit_hosts) == (kind, ("llama-train-worker-1",))
     # The explanation names the pod the row names, not the paste that printed it.
-    lead = analyze([str(tmp_path / "job.log")]).diagnosis.findings[0]
-    assert "culprit: host llama-train-worker-1" in lead.detail
+    assert "culprit: host llama-train-worker-1" in diagnosis.findings[0].detail
 
 
 @pytest.mark.parametrize(
@@ -437,11 +442,9 @@ def test_a_failed_pod_in_kubectls_pod_table_is_the_culprit_host(
 )
 def test_nvidia_smi_losing_a_gpu_outranks_the_timeouts(tmp_path: Path, said: str) -> None:
     text = "$ nvidia-smi\n" + said + "\n" + TIMEOUT.format(label="[rank12]:", rank=12)
-    log = tmp_path / "job.log"
-    log.write_text(text)
-    result = analyze([str(log)])
-    assert result.diagnosis.verdict.kind == "cuda-error"
-    assert result.diagnosis.inputs[0].unrecognized == 0
+    diagnosis = _diagnosis(tmp_path, text)
+    assert diagnosis.verdict.kind == "cuda-error"
+    assert diagnosis.inputs[0].unrecognized == 0
 
 
 def test_a_driver_library_mismatch_is_a_config_mismatch(tmp_path: Path) -> None:
@@ -459,7 +462,6 @@ def test_mp_spawns_join_names_the_worker_it_lost_by_local_rank(tmp_path: Path) -
         "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal "
         "SIGKILL\n"
     )
-    (tmp_path / "run.log").write_text(text)
-    lead = analyze([str(tmp_path / "run.log")]).diagnosis.findings[0]
+    lead = _diagnosis(tmp_path, text).findings[0]
     assert lead.kind == "process-died"
     assert "local rank 1" in lead.detail

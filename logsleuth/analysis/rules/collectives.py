@@ -278,16 +278,13 @@ class CollectiveMismatch(Rule):
         where they do not is a mismatch, and the ranks outside the majority are the odd ones.
         """
         timeouts = [e for e in index.torch if isinstance(e, WatchdogTimeout)]
-        by_seq: dict[tuple[str | None, int | None], dict[int, WatchdogTimeout]] = defaultdict(dict)
+        by_seq: dict[tuple[str | None, int], dict[int, WatchdogTimeout]] = defaultdict(dict)
         for e in timeouts:
             rank = global_rank(e, e.rank, e.pg)
-            if rank is not None:
+            # Without a SeqNum (torch before 1.10) there is no position to compare ranks at.
+            if rank is not None and e.seq is not None:
                 by_seq[(e.pg, e.seq)].setdefault(rank, e)
-        for (pg, seq), per_rank in sorted(
-            by_seq.items(), key=lambda kv: (str(kv[0][0]), _order(kv[0][1]))
-        ):
-            if seq is None:
-                continue  # no SeqNum (torch before 1.10): no position to compare the ranks at
+        for (pg, seq), per_rank in sorted(by_seq.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
             groups: dict[tuple[str, int | None, int | None], list[int]] = defaultdict(list)
             for rank, e in sorted(per_rank.items()):
                 groups[(e.op_type, e.numel_in, e.numel_out)].append(rank)
@@ -617,9 +614,9 @@ class CollectiveTimeout(Rule):
             return
         numel = group[0].numel_in
         timeout_s = (group[0].timeout_ms or 0) / 1000
-        sizes = [f"SeqNum {seq}"] if seq is not None else []
-        sizes += [f"{numel:,} elements"] if numel else []
-        sizes += [f"timeout {timeout_s:g} s"] if timeout_s else []
+        facts = [f"SeqNum {seq}"] if seq is not None else []
+        facts += [f"{numel:,} elements"] if numel else []
+        facts += [f"timeout {timeout_s:g} s"] if timeout_s else []
         dead = sorted({d.rank for d in own_deaths(index) if d.rank is not None} - set(ranks))
         if dead:
             # A rank that died before the collective was not there to finish it: the timeout
@@ -643,7 +640,7 @@ class CollectiveTimeout(Rule):
             title=f"{work} timed out on ranks {_fmt(ranks)} with every reporting rank inside it",
             detail=(
                 f"{len(ranks)} rank(s) report that {op_type}"
-                + (f" ({', '.join(sizes)})" if sizes else "")
+                + (f" ({', '.join(facts)})" if facts else "")
                 + " did not finish, and none is behind in enqueueing work. The collective itself "
                 "stalled: a network/transport problem or a GPU hung inside the kernel, not a rank "
                 "that skipped the call."
