@@ -349,3 +349,15 @@ def test_the_store_a_rank_could_not_reach_is_named_by_its_host_alone(
     log.write_text(line + "\n")
     verdict = analyze([str(log)]).diagnosis.verdict
     assert (verdict.kind, verdict.culprit_hosts) == ("bootstrap-failure", ("master-0.train",))
+
+
+def test_every_rank_a_monitored_barrier_names_is_a_culprit(tmp_path: Path) -> None:
+    """With ``wait_all_ranks=True`` rank 0 names every rank that did not arrive."""
+    (tmp_path / "paste.txt").write_text(
+        "Traceback (most recent call last):\n"
+        '  File "/workspace/train.py", line 211, in <module>\n'
+        "    dist.monitored_barrier(timeout=timedelta(seconds=30), wait_all_ranks=True)\n"
+        "RuntimeError: [Rank 0]: Ranks 1, 3 failed to pass monitoredBarrier in 30000 ms\n"
+    )
+    verdict = analyze([str(tmp_path)]).diagnosis.verdict
+    assert (verdict.kind, verdict.culprit_ranks) == ("missing-collective", (1, 3))
