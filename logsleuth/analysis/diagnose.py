@@ -299,6 +299,10 @@ def _truncated_ranks(index: EvidenceIndex) -> set[int]:
     return ranks
 
 
+_SYMPTOMS = frozenset({"LS702"})
+"""Rules that report what a victim saw: at warning severity they explain no LS002."""
+
+
 def _lead(
     findings: list[Finding], coverage: float, truncated: set[int]
 ) -> tuple[list[Finding], bool]:
@@ -317,7 +321,12 @@ def _lead(
     top = serious[0]
     confidence = top.confidence
     if top.code == "LS002":
-        degraded = [f for f in findings if f.severity == "warning" and f.kind != "inconclusive"]
+        # A victim's warning (the store's host gone, as at the end of a run) is no answer.
+        degraded = [
+            f
+            for f in findings
+            if f.severity == "warning" and f.kind != "inconclusive" and f.code not in _SYMPTOMS
+        ]
         if degraded:
             top = degraded[0]
             confidence = top.confidence * 0.8

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from logsleuth.model.base import NO_ORIGIN, Origin, host_in_file_name, rank_in_file_name
+from logsleuth.parse.catalog import load_catalog
 
 SECTION = re.compile(
     r"\s*(?:#{1,6}\s*|\*\*|__|(?P<rule>[=\-~]{2,})\s*)?"
@@ -102,7 +103,13 @@ class Sections:
 
 
 def _file_header(text: str) -> re.Match[str] | None:
-    return _FILE.fullmatch(text) if text.lstrip().startswith("==>") else None
+    if text.lstrip().startswith("==>"):
+        return _FILE.fullmatch(text)
+    if "==> " in text and text.rstrip().endswith("<=="):
+        # Behind a log format's prefix that cleaning leaves on (a glog line's).
+        end = load_catalog().prefix_end(text)
+        return _FILE.fullmatch(text[end:]) if end else None
+    return None
 
 
 def begins_section(text: str) -> bool:

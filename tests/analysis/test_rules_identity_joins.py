@@ -381,3 +381,46 @@ def test_timeouts_without_seqnum_in_different_collectives_are_no_mismatch_claim(
     verdict = verdict_of(tmp_path, {"job.log": "\n".join(lines) + "\n"})
     assert verdict.kind != "collective-mismatch"
     assert "None" not in verdict.summary
+
+
+def _summary(exits: dict[int, int]) -> str:
+    """torchrun's report of a 4-rank job on one host; the first entry is the root cause."""
+    signals = {-6: "Signal 6 (SIGABRT)", -15: "Signal 15 (SIGTERM)"}
+    entries = [
+        failure_entry(
+            i,
+            time="2026-11-23_10:40:00",
+            host="node-7",
+            rank=rank,
+            local_rank=rank,
+            exitcode=code,
+            pid=4101 + rank,
+            traceback=f"{signals[code]} received by PID {4101 + rank}" if code in signals else "",
+        )
+        for i, (rank, code) in enumerate(exits.items())
+    ]
+    return failure_summary(entries[0], "\n".join(entries[1:]))
+
+
+def test_a_rank_stopped_after_the_others_timeouts_aborted_them_is_the_silent_one(
+    tmp_path: Path,
+) -> None:
+    # Ranks 0, 1, 3 time out and abort (SIGABRT); torchrun then stops rank 2 (SIGTERM). Rank
+    # 2's watchdog ran as long as theirs without firing: it was never in the collective.
+    lines = [f"[rank{r}]: step 300 loss 1.87" for r in range(4)]
+    lines += [WATCHDOG.format(rank=r) for r in (0, 1, 3)]
+    text = "\n".join(lines) + "\n" + _summary({0: -6, 1: -6, 2: -15, 3: -6})
+    verdict = verdict_of(tmp_path, {"torchrun.log": text})
+    assert (verdict.kind, verdict.culprit_ranks) == ("missing-collective", (2,))
+
+
+def test_a_rank_stopped_after_a_sibling_crashed_is_not_blamed_for_its_silence(
+    tmp_path: Path,
+) -> None:
+    # Rank 1 failed on its own (exit 1, no timeout): rank 2 was stopped because of it, so its
+    # missing timeout says nothing about where it was.
+    lines = [f"[rank{r}]: step 300 loss 1.87" for r in range(4)]
+    lines += [WATCHDOG.format(rank=r) for r in (0, 3)]
+    text = "\n".join(lines) + "\n" + _summary({1: 1, 0: -6, 2: -15, 3: -6})
+    verdict = verdict_of(tmp_path, {"torchrun.log": text})
+    assert 2 not in verdict.culprit_ranks

@@ -1,4 +1,4 @@
-"""LS126 jax.coordination: the tasks JAX's coordination service names as late or dead."""
+"""LS126 jax.coordination: the tasks the coordination service (JAX, TensorFlow) names as late, dead or unreachable."""
 
 from __future__ import annotations
 
@@ -51,3 +51,39 @@ def test_a_task_without_heartbeats_died(tmp_path: Path) -> None:
 def test_a_task_line_without_a_list_header_blames_nobody(tmp_path: Path) -> None:
     text = "/job:jax_worker/replica:0/task:3\nEpoch 1 step 20 loss 2.1\n"
     assert _verdict(tmp_path, text)[2] != "LS126"
+
+
+TF_ABORTED = (
+    "2026-11-23 10:31:07.654321: E tensorflow/core/common_runtime/base_collective_executor.cc"
+    ":249] BaseCollectiveExecutor::StartAbort {status}: Collective ops is aborted by: {why}\n"
+    "Additional GRPC error information from remote target /job:worker/replica:0/task:2:\n"
+    ':{{"created":"@1700733067.654000000","description":"{why}","grpc_status":{code}}}\n'
+    "The error could be from a previous operation. Restart your program to reset.\n"
+    "\t [[{{{{node CollectiveReduceV2}}}}]] [Op:__inference_train_function_5123]\n"
+)
+
+
+def test_a_tensorflow_task_that_cannot_be_reached_died(tmp_path: Path) -> None:
+    """MultiWorkerMirroredStrategy's collectives abort when a worker's gRPC server is gone."""
+    text = TF_ABORTED.format(
+        status="UNAVAILABLE", why="failed to connect to all addresses", code=14
+    )
+    assert _verdict(tmp_path, text) == ("process-died", (2,), "LS126")
+    title = analyze([str(tmp_path)]).diagnosis.findings[0].title
+    assert title == "Task(s) 2 of /job:worker could not be reached over gRPC"
+
+
+def test_an_error_a_reachable_task_returned_blames_nobody(tmp_path: Path) -> None:
+    text = TF_ABORTED.format(status="INVALID_ARGUMENT", why="Shape mismatch in tuple", code=3)
+    assert _verdict(tmp_path, text)[2] != "LS126"
+
+
+def test_a_tensorflow_task_without_heartbeats_died(tmp_path: Path) -> None:
+    text = (
+        "2026-11-23 11:00:00.000002: E tensorflow/tsl/distributed_runtime/coordination/"
+        "coordination_service_agent.cc:511] Polled an error from coordination service (this "
+        "can be an error from this or another task).\n"
+        "UNAVAILABLE: Task /job:worker/replica:0/task:1 heartbeat timeout. This indicates that "
+        "the remote task has failed, got preempted, or crashed unexpectedly.\n"
+    )
+    assert _verdict(tmp_path, text) == ("process-died", (1,), "LS126")

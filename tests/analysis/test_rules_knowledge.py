@@ -361,3 +361,29 @@ def test_every_rank_a_monitored_barrier_names_is_a_culprit(tmp_path: Path) -> No
     )
     verdict = analyze([str(tmp_path)]).diagnosis.verdict
     assert (verdict.kind, verdict.culprit_ranks) == ("missing-collective", (1, 3))
+
+
+DUMP_FLAG = (
+    "[rank{r}]:[W1123 12:00:0{r}.000000000 510{r} ProcessGroupNCCL.cpp:1478] [PG ID 0 PG GUID "
+    '0(default_pg) Rank {r}] Failed to check the "should dump" flag on TCPStore, (maybe '
+    "TCPStore server has shut down too early), with error: Broken pipe\n"
+)
+
+
+def test_the_store_gone_at_exit_is_reported_but_is_no_verdict(tmp_path: Path) -> None:
+    """Rank 0 leaving first at the end of a run makes the others' monitors warn: no failure."""
+    text = "[rank0]: Training complete, saved checkpoint\n"
+    (tmp_path / "train.log").write_text(text + "".join(DUMP_FLAG.format(r=r) for r in (1, 2, 3)))
+    diagnosis = analyze([str(tmp_path)]).diagnosis
+    assert diagnosis.verdict.kind == "inconclusive"
+    assert ("LS702", "warning") in [(f.code, f.severity) for f in diagnosis.findings]
+
+
+def test_the_store_gone_after_a_failure_leaves_the_verdict_to_the_failure(tmp_path: Path) -> None:
+    text = (
+        "[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        + "".join(DUMP_FLAG.format(r=r) for r in (1, 2, 3))
+    )
+    (tmp_path / "train.log").write_text(text)
+    verdict = analyze([str(tmp_path)]).diagnosis.verdict
+    assert (verdict.kind, verdict.culprit_ranks) == ("cuda-error", (0,))

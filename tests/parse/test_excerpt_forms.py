@@ -544,3 +544,34 @@ def test_a_whole_message_that_ends_in_a_blank_is_not_a_wrapped_piece() -> None:
     assert isinstance(error, WatchdogError)
     assert error.error_code == "ncclSystemError"
     assert error.detail is not None and error.detail.startswith("NET/IB : Got completion")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Epoch 10/10 finished, val_loss=0.412",
+        "[rank3]: step 1200 train_loss 2.113",
+        "iter 400 | loss 1.9 | lr 3e-4",
+    ],
+)
+def test_a_training_progress_line_is_recognized(line: str) -> None:
+    result = read(line + "\n")
+    assert (result.summary.recognized, result.summary.unrecognized) == (1, 0)
+
+
+def test_tensorflows_error_report_is_read_line_by_line() -> None:
+    # A collective aborted in MultiWorkerMirroredStrategy: the error, the remote task,
+    # gRPC's JSON detail, TensorFlow's advice and the graph node it was raised in.
+    text = (
+        "2026-11-23 10:31:07.654321: E tensorflow/core/common_runtime/base_collective_executor"
+        ".cc:249] BaseCollectiveExecutor::StartAbort UNAVAILABLE: Collective ops is aborted "
+        "by: failed to connect to all addresses\n"
+        "Additional GRPC error information from remote target /job:worker/replica:0/task:2:\n"
+        ':{"created":"@1700733067.654000000","description":"Failed to pick subchannel",'
+        '"grpc_status":14}\n'
+        "The error could be from a previous operation. Restart your program to reset.\n"
+        "Node: 'CollectiveReduceV2'\n"
+        "\t [[{{node CollectiveReduceV2}}]] [Op:__inference_train_function_5123]\n"
+    )
+    result = read(text)
+    assert (result.summary.recognized, result.summary.unrecognized) == (6, 0)

@@ -108,6 +108,20 @@ def test_tails_file_headers_name_the_rank_of_each_files_lines(tmp_path: Path) ->
     assert [e.origin.rank for e in colls] == [0, 7, None]
 
 
+def test_a_file_header_behind_a_log_formats_prefix_is_a_header(tmp_path: Path) -> None:
+    # A script that logs ``tail``'s output through glog (absl, XLA): the prefix is not one
+    # that cleaning takes off, but the header behind it still opens rank 3's section.
+    path = tmp_path / "tail.txt"
+    prefix = "I0510 07:28:04.417845 139863945226048 logging.py:337] "
+    coll = COLL.format(op="AllReduce", n=1, count=4, comm=1)
+    path.write_text(f"{prefix}==> logs/rank3.log <==\n{coll}\n")
+    events = _read(path)
+    assert [(h.label, h.origin.rank) for h in events if isinstance(h, SectionHeader)] == [
+        ("logs/rank3.log", 3)
+    ]
+    assert [e.origin.rank for e in events if isinstance(e, NcclCollective)] == [3]
+
+
 @pytest.mark.parametrize(
     ("hosts", "host"),
     [("gpu03", "gpu03"), ("node7 (1)", "node7"), ("gpu[01-02,04]", None), ("node[1-4] (4)", None)],

@@ -772,15 +772,20 @@ class CollectiveTimeout(Rule):
             # Every rank of the world counts as seen when nearly all of them reported.
             rest = absent_ranks(world, reporting, max(1, world // 8))
             seen |= reporting | set(rest) if rest is not None else set()
-        # A rank torchrun lists as failed or stopped had its fate decided before its watchdog
-        # could fire (stopped with its host when a sibling died): its silence says nothing.
         # Rank 0 exists in every job, and it is the rank that runs the work guarded by
         # ``if rank == 0:`` (evaluation, checkpoints, data preparation): when ranks 1..k all
         # time out and rank 0 says nothing, its silence counts. Other gaps are more often a
         # cut excerpt, so only that shape implies a silent rank.
         if min(reporting) == 1 and max(reporting) == len(reporting):
             seen.add(0)
+        # A rank torchrun lists as failed or stopped had its fate decided before its watchdog
+        # could fire (stopped with its host when a sibling died): its silence says nothing.
+        # Unless the agent stopped it (SIGTERM) only after the reporters' own aborts, their
+        # watchdog timeouts: its watchdog had then run as long as theirs.
         ended = {f.rank for f in index.failures if f.rank is not None}
+        failed = {f.rank for f in index.failures if f.signal != "SIGTERM"}
+        if failed and failed <= reporting:
+            ended &= failed
         candidates = sorted(seen - reporting - ended)
         # Only when the silent ranks are a clear minority does silence point at them.
         return candidates if 0 < len(candidates) < len(reporting) else []

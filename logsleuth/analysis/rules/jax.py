@@ -1,4 +1,5 @@
-"""JAX/XLA's coordination service: the tasks that never reached a barrier or stopped beating."""
+"""The coordination service of JAX and TensorFlow (TSL): the tasks that never reached a
+barrier, stopped beating, or could not be reached over gRPC."""
 
 from __future__ import annotations
 
@@ -17,22 +18,39 @@ from logsleuth.model.ranks import format_ranks
 _LISTED = re.compile(r"^\s*/job:[\w.\-]+/replica:\d+/task:(\d+)\s*[,.]?\s*$")
 _BARRIER = re.compile(r"\bBarrier timed out\b")
 _UNHEALTHY = re.compile(r"\bstopped sending heartbeats\b")
-_HEARTBEAT = re.compile(r"\bTask /job:[\w.\-]+/replica:\d+/task:(\d+) heartbeat timeout\b")
+_HEARTBEAT = re.compile(r"\bTask /job:([\w.\-]+)/replica:\d+/task:(\d+) heartbeat timeout\b")
+_REMOTE = re.compile(r"\bfrom remote target /job:([\w.\-]+)/replica:\d+/task:(\d+)")
+_UNREACHABLE = re.compile(
+    r"failed to connect to all addresses|Socket closed|Connection reset|Connection refused"
+    r"|Broken pipe|Connect Failed|Failed to pick subchannel|\"grpc_status\":14\b",
+    re.IGNORECASE,
+)
+"""What a failed gRPC call says when the process it called is gone (gRPC's UNAVAILABLE)."""
+_WORDS = ("/job:", "arrier", "heartbeat", "onnect", "ocket closed", "subchannel", "Broken pipe")
+"""Words of the lines this rule reads: a cheap filter before its expressions."""
+_JOB = re.compile(r"/job:([\w.\-]+)/")
 
 
 class JaxCoordination(Rule):
-    """JAX's coordination service names the tasks that did not reach a barrier or died.
+    """The coordination service (JAX, TensorFlow) names the tasks that did not reach a
+    barrier, died, or could not be reached.
 
     Symptom:
         ``DEADLINE_EXCEEDED: Barrier timed out. Id: ...`` with ``# of tasks that reached the
         barrier: 7/8`` and ``Some timed out task names:`` followed by
         ``/job:jax_worker/replica:0/task:N`` lines; or ``Task /job:.../task:N heartbeat
-        timeout``, ``The following tasks are unhealthy (stopped sending heartbeats):``.
+        timeout``, ``The following tasks are unhealthy (stopped sending heartbeats):``; a
+        failed gRPC call's ``Additional GRPC error information from remote target
+        /job:worker/replica:0/task:N`` whose error says the target could not be reached
+        (``failed to connect to all addresses``, ``Socket closed``), as TensorFlow's
+        ``Collective ops is aborted by: ...`` reports a lost worker.
 
     Likely causes:
         A task that never reached the barrier: it is slower (still compiling, loading data,
         stuck in I/O) or took another code path; a task that stopped sending heartbeats
-        died, hung hard or was preempted. JAX task N is process index N (the rank).
+        died, hung hard or was preempted; so did a task that no longer answers gRPC calls.
+        JAX task N is process index N (the rank); TensorFlow's is the task index of its job
+        in the cluster spec.
 
     What to check:
         The logs and stacks of the listed tasks (``py-spy dump`` of that process); whether
@@ -48,20 +66,20 @@ class JaxCoordination(Rule):
         # By text, not family: ``jaxlib.xla_extension.XlaRuntimeError: ...`` may be read as a
         # plain Python exception line.
         messages = sorted(
-            (
-                m
-                for m in index.all_of(LogMessage)
-                if "/job:" in m.message or "arrier" in m.message or "heartbeat" in m.message
-            ),
+            (m for m in index.all_of(LogMessage) if any(word in m.message for word in _WORDS)),
             key=lambda m: (m.ref.source, m.ref.line),
         )
         late: dict[int, list[Event]] = {}
         dead: dict[int, list[Event]] = {}
+        gone: dict[int, list[Event]] = {}
         context: list[Event] = []
-        for _source, lines in groupby(messages, key=lambda m: m.ref.source):
+        jobs: set[str] = set()
+        for _source, group in groupby(messages, key=lambda m: m.ref.source):
+            lines = list(group)
             listing: dict[int, list[Event]] | None = None
-            for message in lines:
+            for at, message in enumerate(lines):
                 text = message.message
+                jobs.update(_JOB.findall(text))
                 if _BARRIER.search(text):
                     listing = late
                     context.append(message)
@@ -69,22 +87,35 @@ class JaxCoordination(Rule):
                     listing = dead
                     context.append(message)
                 elif found := _HEARTBEAT.search(text):
-                    dead.setdefault(int(found.group(1)), []).append(message)
+                    dead.setdefault(int(found.group(2)), []).append(message)
+                elif found := _REMOTE.search(text):
+                    # The error a call to that task failed with is on the line itself, the
+                    # line before it (``UNAVAILABLE: ...``) or its JSON detail after it.
+                    near = lines[max(at - 1, 0) : at + 2]
+                    if any(_UNREACHABLE.search(m.message) for m in near):
+                        gone.setdefault(int(found.group(2)), []).append(message)
+                        context.extend(m for m in near[:1] if m is not message)
                 elif (found := _LISTED.match(text)) and listing is not None:
                     # A bare task line belongs to the list the last header opened.
                     listing.setdefault(int(found.group(1)), []).append(message)
-        if dead:
+        framework = "JAX" if jobs and all("jax" in j for j in jobs) else None
+        job = f" of /job:{min(jobs)}" if len(jobs) == 1 and not framework else ""
+        if dead or gone:
             yield self._found(
                 "process-died",
-                dead,
+                dead or gone,
                 context,
-                "stopped sending heartbeats to JAX's coordination service",
-                "A task that stops sending heartbeats died, hung hard or was preempted; the "
-                "others then fail at their next barrier or collective.",
+                "stopped sending heartbeats to the coordination service"
+                if dead
+                else "could not be reached over gRPC",
+                "A task that stops sending heartbeats or answering calls died, hung hard or "
+                "was preempted; the others then fail at their next barrier or collective.",
                 (
                     "On the host of the listed task(s): dmesg -T (OOM killer, Xid), the "
                     "scheduler's record (preemption, node failure), the task's own last output.",
                 ),
+                framework,
+                job,
             )
         elif late:
             yield self._found(
@@ -100,6 +131,8 @@ class JaxCoordination(Rule):
                     "Check that every process calls the same jitted functions in the same "
                     "order (a branch on jax.process_index()).",
                 ),
+                framework,
+                job,
             )
 
     def _found(
@@ -110,13 +143,22 @@ class JaxCoordination(Rule):
         what: str,
         detail: str,
         steps: tuple[str, ...],
+        framework: str | None,
+        job: str,
     ) -> Finding:
         ranks = sorted(tasks)
         events = [*context[:2], *(e for r in ranks for e in tasks[r][:1])]
         finding = self.finding(
             severity="error",
-            title=f"JAX task(s) {format_ranks(ranks)} {what}",
-            detail=f"{detail} JAX task N is process index N (the rank).",
+            title=f"{framework + ' task' if framework else 'Task'}(s) {format_ranks(ranks)}{job} "
+            f"{what}",
+            detail=f"{detail} "
+            + (
+                "JAX task N is process index N (the rank)."
+                if framework
+                else "Task N is the process index in JAX and the task index of its job in "
+                "TensorFlow's cluster spec."
+            ),
             events=events,
             ranks=ranks,
             confidence=0.6,
