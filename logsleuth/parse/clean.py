@@ -143,7 +143,9 @@ _SYSLOG_WRITER = r" ([A-Za-z][\w.\-]{0,62}) (?:[\w.\-/]{1,64}?\[(\d{1,9})\]|kern
 """Syslog's writer: the host, then program[pid], or the kernel (which has no pid)."""
 
 NUMBERING_SCHEMES: dict[str, re.Pattern[str]] = {
-    "viewer": re.compile(r"\s*(\d{1,9})\s(?=\S)"),
+    # A viewer puts a blank between the number and the text; ``cat -n`` a tab, after which
+    # the text keeps its own indentation (a stack frame's).
+    "viewer": re.compile(r"\s*(\d{1,9})(?:\t|\s(?=\S))"),
     "bracket": re.compile(r"\[(\d{1,9})\]\s(?=\S)"),
     "srun": re.compile(r"\s*(\d{1,6}):\s"),
     "pdsh": re.compile(r"([A-Za-z][\w.\-]{0,62}): "),

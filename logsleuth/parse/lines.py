@@ -154,6 +154,8 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
     section = NO_ORIGIN if host is None else Origin(host=host)
     """Who the lines under the last section header (``Rank A:``) come from: at first, the
     host a kernel log's file name gives (``node03-dmesg.txt``)."""
+    stand_in = False
+    """Whether the section's label stands in for its host (see ``Header.stands_in``)."""
     record = (0, NO_ORIGIN)
     """The last line whose own format tagged its rank (``[rank 3] ``), and its prefixes."""
     rich = RichTraceback()
@@ -166,7 +168,7 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
         return None
 
     def feed(number: int, cleaned: str) -> None:
-        nonlocal blank, busy, section, record
+        nonlocal blank, busy, section, record, stand_in
         numbered = labels.pop(number, None) if labels else None
         if numbered is None:
             text, hint = strip_prefixes(cleaned, numbering)
@@ -195,7 +197,7 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
                     taken_by[taker] += 1
                     offered.add(number)
                     return
-            section = header.origin
+            section, stand_in = header.origin, header.stands_in
             ref = SourceRef(source.name, header.lines[0])
             quoted = cleaned if len(header.lines) == 1 else header.label
             sink.emit(
@@ -206,7 +208,7 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
             offered.update(header.lines)
             unrecognized[:] = [seen for seen in unrecognized if seen[0] not in header.lines]
             return
-        hint = _merge_hints(hint, section)
+        hint = _merge_hints(section, hint) if stand_in else _merge_hints(hint, section)
         if hint.rank is not None and RANK_TAG.search(cleaned):
             record = (number, hint)
         elif (
@@ -579,8 +581,6 @@ def _continued(first: str, piece: str) -> str:
     timestamp, ``> `` quote markers) prefixes the pieces of a wrapped message too: when
     both carry prefixes, the piece joins without its own.
     """
-    if piece[:1] not in PREFIX_FIRST or first[:1] not in PREFIX_FIRST:
-        return piece
     bare = strip_prefixes(piece)[0]
     if bare == piece or strip_prefixes(first)[0] == first:
         return piece

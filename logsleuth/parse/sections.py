@@ -52,6 +52,9 @@ class Header:
     label: str
     lines: tuple[int, ...]
     """The header's physical lines (a host block's list and closing rule)."""
+    stands_in: bool = False
+    """Its label stands in for the host (``Rank A``): it tells the section's processes apart,
+    so it outranks the host a collector's prefix names on every line."""
 
 
 class Sections:
@@ -78,7 +81,8 @@ class Sections:
             or text.lstrip().startswith(("#", "**", "__"))
         ):
             label = f"{named.group('word')} {named.group('id')}"
-            return Header(_process(named), label, (number,))
+            origin = _process(named)
+            return Header(origin, label, (number,), stands_in=origin.rank is None)
         if (text[:1] == "[" or " | " in text) and (shell := _SHELL_HOST.fullmatch(text)):
             name = shell.group("pssh") or shell.group("ansible")
             return Header(Origin(host=name), name, (number,))

@@ -14,7 +14,7 @@ import pytest
 
 from logsleuth.model.base import host_in_file_name
 from logsleuth.model.stacks import StackDump
-from logsleuth.model.torch import PythonTraceback
+from logsleuth.model.torch import PythonTraceback, WatchdogTimeout
 from logsleuth.parse.discover import InputSource
 from logsleuth.parse.dispatch import InputResult, read_input
 
@@ -222,3 +222,16 @@ def test_a_parallel_shells_host_header_names_the_host_of_the_lines_below(
     xid = [e for e in result.events if "Xid" in e.text]
     assert [e.origin.host for e in xid] == ["node3"]
     assert result.summary.unrecognized == 0
+
+
+def test_a_word_wrapped_message_behind_a_compose_prefix_is_joined() -> None:
+    # A terminal wrapped the timeout at its blanks; compose prefixed every piece.
+    pieces = [
+        "failure was: [Rank 0] Watchdog caught collective operation timeout: ",
+        "WorkNCCL(SeqNum=2059, OpType=ALLGATHER, Timeout(ms)=1800000) ran for 1801398 ",
+        "milliseconds before timing out.",
+    ]
+    result = read("".join(f"trainer-1  | {p}\n" for p in pieces))
+    (timeout,) = [e for e in result.events if isinstance(e, WatchdogTimeout)]
+    assert (timeout.rank, timeout.seq, timeout.op_type) == (0, 2059, "ALLGATHER")
+    assert timeout.origin.host == "trainer-1"

@@ -575,3 +575,31 @@ def test_tensorflows_error_report_is_read_line_by_line() -> None:
     )
     result = read(text)
     assert (result.summary.recognized, result.summary.unrecognized) == (6, 0)
+
+
+def _cat_n(text: str) -> str:
+    """``text`` as ``cat -n`` prints it: each line numbered, then a tab."""
+    return "".join(f"{n:6d}\t{line}\n" for n, line in enumerate(text.splitlines(), 1))
+
+
+def test_a_py_spy_dump_numbered_by_cat_n_keeps_its_frames() -> None:
+    # cat -n puts a tab after the number; the frames' own indentation follows it.
+    dump = (
+        'Thread 0x7FA6E7C01740 (idle): "MainThread"\n'
+        "    wait (threading.py:302)\n"
+        "    get (queue.py:170)\n"
+        "\n"
+        "    train (fairseq_cli/train.py:274)\n"
+    )
+    result = read(_cat_n(dump), "pyspy_rank0.txt")
+    (stack,) = [e for e in result.events if isinstance(e, StackDump)]
+    assert [f.func for t in stack.threads for f in t.frames] == ["wait", "get", "train"]
+    assert result.summary.unrecognized == 0
+
+
+def test_an_ncclras_report_numbered_by_cat_n_is_read() -> None:
+    text = CORPUS / "232-ncclras-mismatch-30-stragglers-not-listed" / "ncclras_status.txt"
+    plain = read(text.read_text(), "ncclras_status.txt")
+    numbered = read(_cat_n(text.read_text()), "ncclras_status.txt")
+    assert [type(e).__name__ for e in numbered.events] == [type(e).__name__ for e in plain.events]
+    assert numbered.summary.unrecognized == plain.summary.unrecognized

@@ -108,6 +108,17 @@ def test_tails_file_headers_name_the_rank_of_each_files_lines(tmp_path: Path) ->
     assert [e.origin.rank for e in colls] == [0, 7, None]
 
 
+def test_a_letter_label_outranks_the_host_a_collectors_prefix_names(tmp_path: Path) -> None:
+    # ``kubectl logs --prefix`` names one pod on every line; ``Rank A:`` and ``Rank B:``
+    # under it are still two processes.
+    path = tmp_path / "paste.txt"
+    coll = COLL.format(op="AllReduce", n=1, count=4, comm=1)
+    text = f"Rank A:\n{coll}\nRank B:\n{coll}\n"
+    path.write_text("".join(f"[pod/trainer-0/pytorch] {line}\n" for line in text.splitlines()))
+    colls = [e for e in _read(path) if isinstance(e, NcclCollective)]
+    assert [e.origin.host for e in colls] == ["Rank A", "Rank B"]
+
+
 def test_a_file_header_behind_a_log_formats_prefix_is_a_header(tmp_path: Path) -> None:
     # A script that logs ``tail``'s output through glog (absl, XLA): the prefix is not one
     # that cleaning takes off, but the header behind it still opens rank 3's section.
