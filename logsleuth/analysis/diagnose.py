@@ -109,7 +109,7 @@ def _own_error_first(
     if not findings or findings[0].kind not in _ABSENCES or not findings[0].ranks:
         return findings
     death = findings[0]
-    writers: dict[tuple[str, int], int | None] | None = None
+    at: dict[tuple[str, int], Event] | None = None
     own = None
     for f in findings[1:]:
         if f.kind not in _DIED_OF or f.severity != death.severity:
@@ -119,8 +119,10 @@ def _own_error_first(
             break
         if f.ranks or not f.evidence:
             continue
-        writers = writers if writers is not None else _writers(index, events)
-        if {writers.get((e.source, e.line)) for e in f.evidence} == set(death.ranks):
+        # Only the evidence lines' writers are looked up, not every event's.
+        at = at if at is not None else {(e.ref.source, e.ref.line): e for e in events}
+        lines = [at.get((e.source, e.line)) for e in f.evidence]
+        if {index.writer_rank(e) if e is not None else None for e in lines} == set(death.ranks):
             own = f
             break
     if own is None:
@@ -151,11 +153,6 @@ def _own_error_first(
 
 _ABSENCES = frozenset({"process-died", "missing-collective"})
 """Lead kinds that say ranks R are gone from the collective (dead, or never entered it)."""
-
-
-def _writers(index: EvidenceIndex, events: Sequence[Event]) -> dict[tuple[str, int], int | None]:
-    """Map each event's (source, line) to the rank that wrote it (None: not known)."""
-    return {(e.ref.source, e.ref.line): index.writer_rank(e) for e in events}
 
 
 def _with_death(

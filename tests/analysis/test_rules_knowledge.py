@@ -345,21 +345,25 @@ def test_a_heartbeat_timeout_is_left_to_ls501(tmp_path: Path) -> None:
 def test_the_store_a_rank_could_not_reach_is_named_by_its_host_alone(
     tmp_path: Path, line: str
 ) -> None:
-    log = tmp_path / "worker.log"
-    log.write_text(line + "\n")
-    verdict = analyze([str(log)]).diagnosis.verdict
+    verdict = _pasted(tmp_path, line + "\n").verdict
     assert (verdict.kind, verdict.culprit_hosts) == ("bootstrap-failure", ("master-0.train",))
+
+
+def _pasted(tmp_path: Path, text: str) -> Diagnosis:
+    """The diagnosis of ``text`` pasted into one log file."""
+    (tmp_path / "paste.log").write_text(text)
+    return analyze([str(tmp_path)]).diagnosis
 
 
 def test_every_rank_a_monitored_barrier_names_is_a_culprit(tmp_path: Path) -> None:
     """With ``wait_all_ranks=True`` rank 0 names every rank that did not arrive."""
-    (tmp_path / "paste.txt").write_text(
+    text = (
         "Traceback (most recent call last):\n"
         '  File "/workspace/train.py", line 211, in <module>\n'
         "    dist.monitored_barrier(timeout=timedelta(seconds=30), wait_all_ranks=True)\n"
         "RuntimeError: [Rank 0]: Ranks 1, 3 failed to pass monitoredBarrier in 30000 ms\n"
     )
-    verdict = analyze([str(tmp_path)]).diagnosis.verdict
+    verdict = _pasted(tmp_path, text).verdict
     assert (verdict.kind, verdict.culprit_ranks) == ("missing-collective", (1, 3))
 
 
@@ -373,8 +377,7 @@ DUMP_FLAG = (
 def test_the_store_gone_at_exit_is_reported_but_is_no_verdict(tmp_path: Path) -> None:
     """Rank 0 leaving first at the end of a run makes the others' monitors warn: no failure."""
     text = "[rank0]: Training complete, saved checkpoint\n"
-    (tmp_path / "train.log").write_text(text + "".join(DUMP_FLAG.format(r=r) for r in (1, 2, 3)))
-    diagnosis = analyze([str(tmp_path)]).diagnosis
+    diagnosis = _pasted(tmp_path, text + "".join(DUMP_FLAG.format(r=r) for r in (1, 2, 3)))
     assert diagnosis.verdict.kind == "inconclusive"
     assert ("LS702", "warning") in [(f.code, f.severity) for f in diagnosis.findings]
 
@@ -384,6 +387,5 @@ def test_the_store_gone_after_a_failure_leaves_the_verdict_to_the_failure(tmp_pa
         "[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
         + "".join(DUMP_FLAG.format(r=r) for r in (1, 2, 3))
     )
-    (tmp_path / "train.log").write_text(text)
-    verdict = analyze([str(tmp_path)]).diagnosis.verdict
+    verdict = _pasted(tmp_path, text).verdict
     assert (verdict.kind, verdict.culprit_ranks) == ("cuda-error", (0,))

@@ -565,23 +565,17 @@ class CollectiveTimeout(Rule):
         # The timeout line often names no group ([Rank N] prefix): then every group's counts
         # are taken, as before; a named group is compared only with itself.
         mine = [p for p in progress if pg is None or p.pg is None or p.pg == pg]
-        behind = sorted(
-            {
-                r
-                for p in mine
-                if (r := global_rank(p, p.rank, p.pg)) is not None
-                and p.last_enqueued is not None
-                and seq is not None
-                and p.last_enqueued < seq
-            }
+        # Without a SeqNum (torch before 1.10) no rank's enqueued work can be placed before
+        # or after the timed-out collective.
+        placed = (
+            []
+            if seq is None
+            else [(r, p) for p in mine if (r := global_rank(p, p.rank, p.pg)) is not None]
         )
-        inside = {
-            r
-            for p in mine
-            if (r := global_rank(p, p.rank, p.pg)) is not None
-            and seq is not None
-            and (p.last_enqueued or 0) >= seq
-        }
+        behind = sorted(
+            {r for r, p in placed if p.last_enqueued is not None and p.last_enqueued < (seq or 0)}
+        )
+        inside = {r for r, p in placed if (p.last_enqueued or 0) >= (seq or 0)}
         moved_on = self._moved_on(mine, seq, set(ranks)) if seq is not None else None
         if moved_on is not None:
             stuck, past, frontier = moved_on

@@ -98,8 +98,6 @@ class JaxCoordination(Rule):
                 elif (found := _LISTED.match(text)) and listing is not None:
                     # A bare task line belongs to the list the last header opened.
                     listing.setdefault(int(found.group(1)), []).append(message)
-        framework = "JAX" if jobs and all("jax" in j for j in jobs) else None
-        job = f" of /job:{min(jobs)}" if len(jobs) == 1 and not framework else ""
         if dead or gone:
             yield self._found(
                 "process-died",
@@ -114,8 +112,7 @@ class JaxCoordination(Rule):
                     "On the host of the listed task(s): dmesg -T (OOM killer, Xid), the "
                     "scheduler's record (preemption, node failure), the task's own last output.",
                 ),
-                framework,
-                job,
+                jobs,
             )
         elif late:
             yield self._found(
@@ -131,8 +128,7 @@ class JaxCoordination(Rule):
                     "Check that every process calls the same jitted functions in the same "
                     "order (a branch on jax.process_index()).",
                 ),
-                framework,
-                job,
+                jobs,
             )
 
     def _found(
@@ -143,10 +139,12 @@ class JaxCoordination(Rule):
         what: str,
         detail: str,
         steps: tuple[str, ...],
-        framework: str | None,
-        job: str,
+        jobs: set[str],
     ) -> Finding:
         ranks = sorted(tasks)
+        # JAX names its job ``jax_worker``; TensorFlow's cluster spec ``worker``, ``chief``.
+        framework = "JAX" if jobs and all("jax" in j for j in jobs) else None
+        job = f" of /job:{next(iter(jobs))}" if len(jobs) == 1 and not framework else ""
         events = [*context[:2], *(e for r in ranks for e in tasks[r][:1])]
         finding = self.finding(
             severity="error",
