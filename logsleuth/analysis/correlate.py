@@ -29,6 +29,8 @@ from logsleuth.model.torch import (
 )
 
 _IP = re.compile(r"(\d{1,3}(?:\.\d{1,3}){3})")
+_NAMED_PEER = re.compile(r"(?<![\w.\-])([A-Za-z][\w\-]*(?:\.[A-Za-z][\w\-]*)*)<\d+>")
+"""A peer named by its host name and port: ``gpu-node-12.cluster.local<38821>``."""
 _SELF_INFLICTED = frozenset({"SIGKILL", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE"})
 """Signals that end a process from outside torchrun or by its own fault.
 
@@ -98,11 +100,23 @@ def address_hosts(index: EvidenceIndex) -> dict[str, str]:
 
 
 def host_of_peer(index: EvidenceIndex, text: str | None) -> str | None:
-    """Return the host whose address ``text`` names (``10.0.0.2<43211>``), if known."""
+    """Return the host whose address ``text`` names (``10.0.0.2<43211>``), if known.
+
+    NCCL also prints a peer by its reverse-DNS name (``gpu-node-12.cluster.local<38821>``)
+    where it asks for no numeric form: that is the host the evidence names by its full name
+    or by its first label (NCCL's own hostnames stop at the first dot).
+    """
     if not text:
         return None
     match = _IP.search(text)
-    return address_hosts(index).get(match.group(1)) if match else None
+    if match is not None:
+        return address_hosts(index).get(match.group(1))
+    named = _NAMED_PEER.search(text)
+    if named is None:
+        return None
+    name = named.group(1)
+    hosts = {host for host, _pid in index.procs if host is not None}
+    return next((h for h in (name, name.split(".", 1)[0]) if h in hosts), None)
 
 
 def own_deaths(index: EvidenceIndex) -> list[Death]:

@@ -26,15 +26,20 @@ _PG_RANK = re.compile(r"\[PG ID (\d+) PG GUID [^\]]*? Rank (\d{1,6})\]")
 _HOST_PID = re.compile(r"(?:^|\s|\[)([A-Za-z][\w.\-]{0,62}):(\d{1,9})(?::(\d{1,9}))?(?=\s|$|\])")
 # A source file and line (``ib_mlx5_log.c:177``, UCX's and glog's prefixes) is no host:pid.
 _SOURCE_FILE = re.compile(r"\.(?:c|cc|cpp|cxx|cu|h|hpp|py|go|rs|java)$")
+# Nor is a logger's ``module:lineno`` at the end of its bracketed header that holds a time
+# (NeMo's ``[NeMo E 2026-11-23 10:20:00 nemo_logging:405]``, ``[I 10:20:00 trainer:88]``).
+_HEADER_TIME = re.compile(r"\[[^\[\]]*\d\d?:\d\d:\d\d[^\[\]]*$")
 _PID = re.compile(r"\bpid[=: ]\s*(\d{1,9})\b", re.IGNORECASE)
 # Syslog's writer left of a message (``gpu-h12 kernel:``, ``node7 sshd[812]:``), as kern.log
 # and ``journalctl -o short-monotonic`` print it, with or without the time before it.
 _SYSLOG_WRITER = re.compile(
     r"(?:^|\s)([A-Za-z][\w.\-]{0,62}) (?:kernel|[\w.\-/]{1,64}?\[(\d{1,9})\]):(?=\s|$)"
 )
-# A host label first in the line (``gpu-h12: [1893022.1] NVRM: ...``: pdsh, clush). Like the
-# pdsh numbering scheme, a label counts as a host name only when it holds a digit.
+# A host label first in the line (``gpu-h12: [1893022.1] NVRM: ...``: pdsh, clush), ...
 _HOST_LABEL = re.compile(r"^([A-Za-z][\w.\-]{0,62}):(?=\s|$)")
+# ... when it holds a digit (``gpu-a01``) or is a lowercase name of dash-joined parts
+# (``node-b``, ``worker-a``): a sentence's first word (``Error:``, ``Epoch:``) is neither.
+_HOSTLIKE = re.compile(r"\d|^[a-z]+(?:-[a-z]+)+$")
 
 
 def _origin(label: str, message: str, hint: Origin) -> tuple[Origin, int | None]:
@@ -51,7 +56,13 @@ def _origin(label: str, message: str, hint: Origin) -> tuple[Origin, int | None]
     host, pid = hint.host, hint.pid
     if host is None and pid is None and label:
         found = next(
-            (m for m in _HOST_PID.finditer(label) if not _SOURCE_FILE.search(m.group(1))), None
+            (
+                m
+                for m in _HOST_PID.finditer(label)
+                if not _SOURCE_FILE.search(m.group(1))
+                and not (m.group(3) is None and _HEADER_TIME.search(label, 0, m.start(1)))
+            ),
+            None,
         )
         writer = _SYSLOG_WRITER.search(label) if found is None else None
         named = _HOST_LABEL.match(label) if found is None and writer is None else None
@@ -60,7 +71,7 @@ def _origin(label: str, message: str, hint: Origin) -> tuple[Origin, int | None]
         elif writer is not None:
             host = writer.group(1)
             pid = int(writer.group(2)) if writer.group(2) else None
-        elif named is not None and any(c.isdigit() for c in named.group(1)):
+        elif named is not None and _HOSTLIKE.search(named.group(1)):
             host = named.group(1)
         elif (pid_found := _PID.search(label)) is not None:
             pid = int(pid_found.group(1))
@@ -73,7 +84,10 @@ def message_event(
     """Build the event of a catalog match in ``text`` (the line without known prefixes)."""
     label = text[: match.start].strip()
     message = match.restored or text[match.start :].strip()
-    origin, rank = _origin(label, message, hint)
+    # A format that begins with a value (``{cmd} exits with return code = {code}``) takes the
+    # writer's prefix into that value: the writer is read from it as from a label.
+    leading = match.fields[0] if not label and match.fields and match.entry.fmt[:1] in "{%" else ""
+    origin, rank = _origin(label or (leading or "").strip(), message, hint)
     named = match.entry.names
     names = [
         named[i] if i < len(named) and named[i] else f"arg{i}" for i in range(len(match.fields))

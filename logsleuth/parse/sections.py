@@ -3,8 +3,8 @@
 Tickets and shells group output per process or per host under a header and strip each
 line's own prefix: ``Rank A:``, ``## rank 3``, ``=== worker 1 ===``; ``tail`` and ``head``
 over several files (``==> logs/rank3.log <==``); pdsh's ``dshbak`` and ClusterShell's
-``clush -b`` (a host list between two rules); ``pssh -i`` and Ansible's per-host headers.
-The lines up to the next header are the process's or the host's.
+``clush -b`` (a host list between two rules); ``pssh -i`` and Ansible's per-host headers;
+``kubectl describe``'s object header (``Name:`` then ``Namespace:`` or ``Roles:``). The lines up to the next header are the process's or the host's.
 """
 
 from __future__ import annotations
@@ -42,6 +42,12 @@ _SHELL_HOST = re.compile(
 """A parallel shell's header of one host's output: ``pssh -i``'s ``[2] 10:00:00 [SUCCESS]
 node3`` (its count and time may be taken off as a line's prefixes), Ansible's ``node3 |
 CHANGED | rc=0 >>``."""
+
+_DESCRIBED = re.compile(r"Name:\s+(?P<name>[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?)\s*")
+_DESCRIBED_NEXT = re.compile(r"(?:Namespace|Roles):\s+\S.*|Roles:\s*")
+"""``kubectl describe pod|node``: the object's ``Name:`` and, on the next line, its
+``Namespace:`` (a pod) or ``Roles:`` (a node). The pod stands for the host, as it does
+behind ``kubectl logs --prefix``; its events and container states follow."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +97,14 @@ class Sections:
             rank, host = rank_in_file_name(path), host_in_file_name(path)
             origin = Origin(rank=rank, host=host) if (rank, host) != (None, None) else NO_ORIGIN
             return Header(origin, path, (number,))
+        if (
+            listed == number - 1
+            and hosts.startswith("Name:")
+            and _DESCRIBED_NEXT.fullmatch(text)
+            and (described := _DESCRIBED.fullmatch(hosts))
+        ):
+            name = described.group("name")
+            return Header(Origin(host=name), name, (listed, number))
         if opened and _RULE.fullmatch(text):
             found = _HOSTS.fullmatch(hosts)
             if (

@@ -38,3 +38,26 @@ def test_a_recv_timeout_on_the_socket_transport_is_a_network_error(tmp_path: Pat
 def test_a_peer_closing_during_bootstrap_is_a_bootstrap_failure(tmp_path: Path) -> None:
     kind, codes = _codes(tmp_path, BOOTSTRAP)
     assert kind == "bootstrap-failure" and "LS201" in codes
+
+
+CLOSED_BY_NAME = """\
+gpu-node-03:1234:1290 [0] misc/socket.cc:538 NCCL WARN socketProgress: Connection closed by remote peer gpu-node-12.cluster.local<38821>
+gpu-node-03:1234:1290 [0] NCCL INFO misc/socket.cc:560 -> 6
+gpu-node-03:1234:1290 [0] NCCL INFO transport/net_socket.cc:474 -> 6
+gpu-node-03:1234:1290 [0] NCCL INFO proxy.cc:878 -> 6 [Progress Thread]
+"""
+
+
+def test_a_peer_named_by_its_host_name_is_the_culprit_host(tmp_path: Path) -> None:
+    # NCCL prints the peer's reverse-DNS name where it asks for no numeric address.
+    log = tmp_path / "rank0.log"
+    log.write_text(CLOSED_BY_NAME, encoding="utf-8")
+    verdict = analyze([str(log)]).diagnosis.verdict
+    assert (verdict.kind, verdict.culprit_hosts) == ("process-died", ("gpu-node-12.cluster.local",))
+    # With that host's own NCCL lines in the evidence, its short name (NCCL's) is the one named.
+    (tmp_path / "rank5.log").write_text(
+        "gpu-node-12:5511:5511 [1] NCCL INFO Bootstrap : Using eth0:10.0.0.12<0>\n",
+        encoding="utf-8",
+    )
+    verdict = analyze([str(tmp_path)]).diagnosis.verdict
+    assert (verdict.kind, verdict.culprit_hosts) == ("process-died", ("gpu-node-12",))

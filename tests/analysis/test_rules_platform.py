@@ -114,6 +114,38 @@ def test_ranks_that_completed_the_highest_work_are_not_stuck_in_it(tmp_path: Pat
     assert _dumps(tmp_path, stood)[1] == ()
 
 
+OWN_TIMEOUT = (
+    "[rank{rank}]:[E1123 11:02:00.1 90{rank} ProcessGroupNCCL.cpp:1834] [PG ID 0 PG GUID "
+    "0(default_pg) Rank {rank}] Timeout at NCCL work: 4101, last enqueued NCCL work: 4101, last "
+    "completed NCCL work: 4100.\n"
+)
+INIT = (
+    "node0:90{rank}:95{rank} [{rank}] NCCL INFO comm 0x55d0c{rank}a0 rank {rank} nranks 8 "
+    "cudaDev {rank} busId {rank}1000 commId 0x9f3e2d1c0b4a5968 - Init COMPLETE\n"
+)
+
+
+@pytest.mark.parametrize("world_known", [True, False], ids=["eight inits", "no world"])
+def test_the_rank_whose_watchdog_never_fired_in_the_stuck_work_is_the_culprit(
+    tmp_path: Path, world_known: bool
+) -> None:
+    # torch 2.3-2.5 word each rank's own timeout as "Timeout at NCCL work: S, last enqueued
+    # ...": seven of the eight ranks the inits name time out in 4101, rank 6 says nothing.
+    # Without the inits a rank missing from the excerpt may be a cut: the ranks quoted are
+    # all inside the work, which stalled (no rank is named).
+    inits = "".join(INIT.format(rank=r) for r in range(8)) if world_known else ""
+    text = inits + "".join(OWN_TIMEOUT.format(rank=r) for r in range(8) if r != 6)
+    verdict = _diagnosis(tmp_path, text).verdict
+    if world_known:
+        assert (verdict.kind, verdict.culprit_ranks) == ("missing-collective", (6,))
+        assert verdict.culprit_hosts == ("node0",)
+    else:
+        assert (verdict.kind, verdict.culprit_ranks) == (
+            "collective-timeout",
+            (0, 1, 2, 3, 4, 5, 7),
+        )
+
+
 @pytest.mark.parametrize(
     ("text", "kind"),
     [
@@ -398,6 +430,15 @@ def test_a_one_node_deepspeed_launch_names_the_rank_of_the_killed_local_rank(
     two_hosts = text.replace(mapping, "{'node-a': [0, 1, 2, 3], 'node-b': [4, 5, 6, 7]}")
     verdict = _diagnosis(tmp_path, two_hosts).verdict
     assert (verdict.kind, verdict.culprit_ranks) == ("process-died", ())
+    # Under pdsh (DeepSpeed's multi-node launcher) the line carries its host's label: local
+    # rank 3 of node-b is rank 7.
+    labelled = two_hosts.replace("\n[2024-03-05 11:40", "\nnode-b: [2024-03-05 11:40")
+    verdict = _diagnosis(tmp_path, labelled).verdict
+    assert (verdict.kind, verdict.culprit_ranks, verdict.culprit_hosts) == (
+        "process-died",
+        (7,),
+        ("node-b",),
+    )
 
 
 PODS = (
@@ -428,6 +469,32 @@ def test_a_failed_pod_in_kubectls_pod_table_is_the_culprit_host(
     assert (verdict.kind, verdict.culprit_hosts) == (kind, ("llama-train-worker-1",))
     # The explanation names the pod the row names, not the paste that printed it.
     assert "culprit: host llama-train-worker-1" in diagnosis.findings[0].detail
+
+
+DESCRIBED = (
+    "Name:             llama-train-worker-1\n"
+    "{second}\n"
+    "Node:             gpu-pool-a-77/10.2.0.17\n"
+    "Status:           Failed\n"
+    "Reason:           Evicted\n"
+    "Events:\n"
+    "  Type     Reason   Age  From     Message\n"
+    "  ----     ------   ---- ----     -------\n"
+    "  Warning  Evicted  3m   kubelet  The node was low on resource: memory. Threshold quantity: "
+    "100Mi, available: 51200Ki. Container pytorch was using 61203456Ki, request is 0.\n"
+)
+
+
+@pytest.mark.parametrize(
+    "second", ["Namespace:        ml", "Priority:         0"], ids=["describe", "no header"]
+)
+def test_kubectl_describes_pod_name_is_the_host_of_its_events(tmp_path: Path, second: str) -> None:
+    # `kubectl describe pod` opens with the pod's Name and Namespace; its eviction event
+    # below names no pod, the header does.
+    verdict = _diagnosis(tmp_path, DESCRIBED.format(second=second)).verdict
+    assert verdict.kind == "resource-exhausted"
+    named = ("llama-train-worker-1",) if second.startswith("Namespace") else ()
+    assert verdict.culprit_hosts == named
 
 
 @pytest.mark.parametrize(

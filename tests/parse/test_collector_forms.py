@@ -235,3 +235,24 @@ def test_a_word_wrapped_message_behind_a_compose_prefix_is_joined() -> None:
     (timeout,) = [e for e in result.events if isinstance(e, WatchdogTimeout)]
     assert (timeout.rank, timeout.seq, timeout.op_type) == (0, 2059, "ALLGATHER")
     assert timeout.origin.host == "trainer-1"
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["[NeMo E 2026-11-23 10:20:00 nemo_logging:405]", "[I 10:20:00 trainer:88]"],
+)
+def test_a_loggers_module_and_line_in_its_header_is_no_host_and_pid(header: str) -> None:
+    text = (
+        f"{header} [rank2]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+        "1.50 GiB. GPU 2 has a total capacity of 79.15 GiB of which 312.00 MiB is free.\n"
+    )
+    (event,) = read(text).events
+    assert (event.origin.host, event.origin.pid, event.origin.rank) == (None, None, 2)
+
+
+def test_a_host_and_pid_before_a_message_still_name_its_writer() -> None:
+    text = (
+        "[gpu-node-3:41234] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB.\n"
+    )
+    (event,) = read(text).events
+    assert (event.origin.host, event.origin.pid) == ("gpu-node-3", 41234)

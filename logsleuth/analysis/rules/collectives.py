@@ -629,19 +629,33 @@ class CollectiveTimeout(Rule):
                 next_steps=(f"Find out why rank(s) {_fmt(dead)} died (their own output, dmesg).",),
             )
             return
-        yield self.finding(
+        confidence = 0.6 if len(ranks) > 1 else 0.4
+        yield self._all_inside([*group, *progress], work, ranks, (op_type, facts), confidence)
+
+    def _all_inside(
+        self,
+        events: list[WatchdogTimeout | WatchdogProgress],
+        work: str,
+        ranks: list[int],
+        said: tuple[str, Iterable[str]],
+        confidence: float,
+    ) -> Finding:
+        """Every reporting rank timed out inside ``work`` and none is behind: the collective
+        itself stalled. ``said``: what the lines name it (its type) and its facts."""
+        what, facts = said[0], ", ".join(said[1])
+        return self.finding(
             severity="error",
             title=f"{work} timed out on ranks {_fmt(ranks)} with every reporting rank inside it",
             detail=(
-                f"{len(ranks)} rank(s) report that {op_type}"
-                + (f" ({', '.join(facts)})" if facts else "")
+                f"{len(ranks)} rank(s) report that {what}"
+                + (f" ({facts})" if facts else "")
                 + " did not finish, and none is behind in enqueueing work. The collective itself "
                 "stalled: a network/transport problem or a GPU hung inside the kernel, not a rank "
                 "that skipped the call."
             ),
-            events=[*group, *progress],
+            events=events,
             ranks=ranks,
-            confidence=0.6 if len(ranks) > 1 else 0.4,
+            confidence=confidence,
             next_steps=(
                 "Collect NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL,NET logs from every rank and re-run analysis.",
                 "Check dmesg for Xid/ECC errors and the IB ports (ibstat, ibv_devinfo) on the hosts involved.",
@@ -672,6 +686,12 @@ class CollectiveTimeout(Rule):
             inside = sorted(r for r, p in ranks.items() if p.last_enqueued == seq)
             behind = sorted(r for r, p in ranks.items() if (p.last_enqueued or 0) < seq)
             stuck = all((c := ranks[r].last_completed) is not None and c < seq for r in inside)
+            # Each rank's own watchdog line (``Timeout at NCCL work: S``), not a dump signal
+            # relayed from the rank that timed out: a rank of the world that printed none had
+            # not enqueued S.
+            own = stuck and not behind and all(ranks[r].work == seq for r in inside)
+            if own:
+                behind = self._silent_ranks(index, set(inside))
             if behind and stuck and len(behind) < len(inside):
                 yield self._laggards(
                     index,
@@ -683,6 +703,9 @@ class CollectiveTimeout(Rule):
                     inside,
                     waited="wait in it (their watchdogs' last enqueued work)",
                 )
+            elif own and len(inside) > 1:
+                work = f"work {seq}"
+                yield self._all_inside(list(ranks.values()), work, inside, (work, ()), 0.5)
 
     @staticmethod
     def _moved_on(

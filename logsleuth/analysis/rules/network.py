@@ -6,7 +6,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 
-from logsleuth.analysis.correlate import address_hosts, host_of_peer, own_deaths
+from logsleuth.analysis.correlate import host_of_peer, own_deaths
 from logsleuth.analysis.index import EvidenceIndex, Stream
 from logsleuth.analysis.rules.base import Rule, culprits, describe
 from logsleuth.analysis.rules.streams import first_by_time, stream_of, traces_of
@@ -15,7 +15,12 @@ from logsleuth.model.diagnosis import Finding
 from logsleuth.model.nccl import NcclWarn
 from logsleuth.model.torch import WatchdogError
 
-_ADDRESS = re.compile(r"(\d{1,3}(?:\.\d{1,3}){3}|\[?[0-9a-fA-F:]+:[0-9a-fA-F:%\w]*\]?)<(\d+)>")
+_ADDRESS = re.compile(
+    r"(\d{1,3}(?:\.\d{1,3}){3}|\[?[0-9a-fA-F:]+:[0-9a-fA-F:%\w]*\]?"
+    r"|(?<![\w.\-])[A-Za-z][\w\-]*(?:\.[A-Za-z][\w\-]*)*)<(\d+)>"
+)
+"""A peer's address as NCCL prints it: ``10.0.0.2<43211>``, ``[fe80::1%ib0]<5000>``, or a
+reverse-DNS name where NCCL asks for no numeric form (``gpu-node-12.cluster.local<38821>``)."""
 REMOTE_CLOSED = re.compile(
     r"remote process exited|Broken pipe|Connection reset by peer|Connection closed by remote"
     r"|peer closed|socketProgress(?!.*(?:timed out|No route to host|unreachable))"
@@ -308,8 +313,8 @@ class RemoteClosed(Rule):
         ranks = culprits(index, sorted(reporters, key=str))[0]
         ranks = sorted(set(ranks) | report_ranks)
         peer_text = ", ".join(sorted(peers)) or "a peer"
-        table = address_hosts(index)
-        peer_hosts = {table[p] for p in peers if p in table}
+        named = {p: host_of_peer(index, f"{p}<0>") for p in peers}
+        peer_hosts = {h for h in named.values() if h is not None}
         dead = [d for d in own_deaths(index) if d.host in peer_hosts]
         if dead:
             # The process at the other end died on its own first (ProcessDied names it):
@@ -339,7 +344,8 @@ class RemoteClosed(Rule):
             ),
             events=events,
             ranks=[],
-            hosts=sorted(peers),
+            # The peer's host where the evidence knows it, else the address as printed.
+            hosts=sorted({h or p for p, h in named.items()}),
             pids=[],
             confidence=0.5,
             next_steps=(
