@@ -53,6 +53,9 @@ class Entry:
         defer_to: The finding code of a rule that reads this message better, if any.
         before_init_kind: The kind the message has when its writer never completed a
             communicator init (a closed connection during bootstrap is a bootstrap failure).
+        reported_at_info: The project reports this failure at an informational level
+            (Lightning's child-process observer logs a child's death with ``logger.info``):
+            the line counts as a failure although INFO lines that quote failure words do not.
         source: The data file the entry was read from.
     """
 
@@ -72,6 +75,7 @@ class Entry:
     not_fires: tuple[str, ...] = ()
     defer_to: str | None = None
     before_init_kind: str | None = None
+    reported_at_info: bool = False
     source: str = ""
 
     def search(self, text: str, lowered: str | None = None) -> re.Match[str] | None:
@@ -143,7 +147,7 @@ def build_entry(raw: Mapping[str, object], source: str) -> Entry:
     known = {
         "id", "family", "patterns", "keywords", "kind", "role", "culprit", "severity",
         "priority", "meaning", "next_steps", "explain", "fires", "not_fires", "defer_to",
-        "before_init_kind",
+        "before_init_kind", "reported_at_info",
     }  # fmt: skip
     unknown = sorted(set(raw) - known)
     if unknown:
@@ -184,6 +188,9 @@ def build_entry(raw: Mapping[str, object], source: str) -> Entry:
     before_init = raw.get("before_init_kind")
     if before_init is not None and before_init not in KINDS:
         raise fail(f"unknown before_init_kind {before_init!r}")
+    at_info = raw.get("reported_at_info", False)
+    if not isinstance(at_info, bool):
+        raise fail("'reported_at_info' must be true or false")
     return Entry(
         id=ident,
         family=text("family"),
@@ -201,5 +208,6 @@ def build_entry(raw: Mapping[str, object], source: str) -> Entry:
         not_fires=texts("not_fires", required=False),
         defer_to=defer,
         before_init_kind=before_init if isinstance(before_init, str) else None,
+        reported_at_info=at_info,
         source=source,
     )

@@ -291,7 +291,8 @@ class TorchReader(Reader):
             extra = {"frames": tuple(record.fr_frames)}
         elif record.kind == "terminate" and not payload.known:
             reason = payload.fields["message"] or f"uncaught {record.cpp_type}"
-            payload = error_payload("terminate", reason)
+            # Keep the rank the ``what():`` text's own ``[Rank N]`` tag names.
+            payload = error_payload("terminate", reason).tagged(payload.rank, payload.pg)
             extra = {"detail": record.detail, "error_code": record.error_code}
         self._queue(self._build(payload, first, record.prefix, **extra), *lines)
         if payload.inner is not None and payload.inner.known:

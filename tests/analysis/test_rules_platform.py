@@ -519,6 +519,21 @@ def test_a_driver_library_mismatch_is_a_config_mismatch(tmp_path: Path) -> None:
     assert _verdict(tmp_path, text)[0] == "config-mismatch"
 
 
+def test_lightnings_observer_names_the_child_that_died_not_itself(tmp_path: Path) -> None:
+    # Lightning logs it at INFO from the launching process (rank 0 here); the child it names
+    # by pid is the culprit. Its [rank: 1] is the child's local rank.
+    text = (
+        "[rank: 0] Epoch 0:  12%| 120/1000 [02:01<14:50, 1.01s/it, train_loss=2.31]\n"
+        "[rank: 1] Child process with PID 4567 terminated with code -9. Forcefully terminating "
+        "all other processes to avoid zombies \N{ZOMBIE}\n"
+    )
+    verdict = _diagnosis(tmp_path, text).verdict
+    assert (verdict.kind, verdict.culprit_pids) == ("process-died", (4567,))
+    assert 0 not in verdict.culprit_ranks
+    clean = text.replace("code -9", "code 0")
+    assert _diagnosis(tmp_path, clean).verdict.kind != "process-died"
+
+
 def test_mp_spawns_join_names_the_worker_it_lost_by_local_rank(tmp_path: Path) -> None:
     # torch.multiprocessing.spawn's parent raises for its worker 1 (its spawn index, the
     # local rank): the worker died of SIGKILL, not the parent that raised.

@@ -131,6 +131,10 @@ def test_a_valid_file_loads() -> None:
         (('meaning = "A demo."', 'meaning = ""'), "'meaning' must be a non-empty string"),
         (('fires = ["demo 10.0.0.1<1> failed"]', "fires = []"), "'fires' must not be empty"),
         (('explain = "Demo."', 'explain = "Demo."\nexample = "x"'), "unknown field(s) example"),
+        (
+            ('explain = "Demo."', 'explain = "Demo."\nreported_at_info = "yes"'),
+            "'reported_at_info' must be true or false",
+        ),
     ],
 )
 def test_a_malformed_entry_is_named_in_one_line(change: tuple[str, str], message: str) -> None:

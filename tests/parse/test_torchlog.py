@@ -392,6 +392,31 @@ def test_dist_backend_error_with_nccl_continuation() -> None:
     assert got.sink.recognized == set(range(1, 9))
 
 
+@pytest.mark.parametrize(
+    "what",
+    [
+        "[Rank 3] NCCL watchdog thread terminated with exception: CUDA error: an illegal "
+        "memory access was encountered",
+        "[Rank 3] Some unknown failure of a later version",
+    ],
+    ids=["torch 2.0-2.2 wording", "unknown what()"],
+)
+def test_the_rank_tag_of_an_uncaught_exceptions_what_names_its_writer(what: str) -> None:
+    got = read_lines(
+        [
+            "terminate called after throwing an instance of 'std::runtime_error'",
+            f"  what():  {what}",
+        ]
+    )
+    [error] = got.of(WatchdogError)
+    assert (error.rank, error.origin.rank) == (3, 3)
+    if "watchdog" in what:
+        assert (error.kind, error.reason) == (
+            "terminated",
+            "CUDA error: an illegal memory access was encountered",
+        )
+
+
 # ---------------------------------------------------------------- DETAIL, monitored barrier
 
 

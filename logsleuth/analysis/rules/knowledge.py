@@ -109,14 +109,18 @@ def known_messages(index: EvidenceIndex) -> list[Known]:
             hit = knowledge.lookup(text)
         if hit is not None:
             found.append(Known(event, hit, text))
-    # INFO lines count only for the downgrades NCCL reports there (a cause of severity warning).
+    # INFO lines count only for the downgrades NCCL reports there (a cause of severity warning)
+    # and the failures a project reports at that level.
     info: list[Event] = [e for e in index.all_of(NcclUnrecognized) if e.level == "INFO"]
     info += [m for m in messages if _informational(m)]
     info += index.all_of(NcclNetPlugin)
     for event in info:
         text = str(getattr(event, "message", ""))
         hit = knowledge.lookup(text) if text else None
-        if hit is not None and hit.entry.role == "cause" and hit.entry.severity == "warning":
+        if hit is None:
+            continue
+        entry = hit.entry
+        if entry.reported_at_info or (entry.role == "cause" and entry.severity == "warning"):
             found.append(Known(event, hit, text))
     return found
 
@@ -366,6 +370,13 @@ def _blame(index: EvidenceIndex, known: Known) -> tuple[list[int], list[str], li
         pids = pids or _named_pid(known.hit)
         # The host side says what it names itself (the host, then the process it killed).
         return (ranks, hosts, pids, who) if side == "self" else ([], hosts, pids, "")
+    if side == "self" and (named := _named_pid(known.hit)):
+        # A parent's line about one of its children (Lightning's ``Child process with PID
+        # 4567 terminated with code -9``): that child, on the parent's host, not the parent.
+        hosts = _writer(index, known.event)[1]
+        on = hosts[0] if len(hosts) == 1 else None
+        placed = index.rank_of(on, named[0])
+        return ([placed] if placed is not None else []), hosts, named, f"pid {named[0]}"
     if side == "self":
         ranks, hosts, pids = _writer(index, known.event)
         local = known.hit.field("local_rank")
