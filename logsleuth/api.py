@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
 
@@ -18,6 +18,7 @@ from logsleuth.model.diagnosis import Diagnosis
 from logsleuth.parse.base import InputResult
 from logsleuth.parse.discover import Problem, discover
 from logsleuth.parse.dispatch import InputReadError, ReadProgress, read_inputs
+from logsleuth.parse.hostnames import one_name, renames
 from logsleuth.parse.siblings import sibling_ranks, with_rank
 
 
@@ -107,9 +108,15 @@ def _analyze(
         for i, (s, r) in enumerate(zip(sources, results, strict=True))
         if isinstance(r, InputResult)
     }
-    for name, rank in sibling_ranks([(n, r.events) for n, (_, r) in read.items()]).items():
-        at, named = read[name]
-        results[at] = with_rank(named, rank)
+    ranks = sibling_ranks([(n, r.events) for n, (_, r) in read.items()])
+    # A collector's name for a machine and NCCL's own (``trainer-1  | a1b2c3:212:212 ...``).
+    names = renames(pair for _, r in read.values() for pair in r.host_aliases)
+    for name, (at, got) in read.items():
+        if name in ranks:
+            got = with_rank(got, ranks[name])
+        if names:
+            got = replace(got, events=one_name(got.events, names))
+        results[at] = got
     for source, result in zip(sources, results, strict=True):
         if isinstance(result, InputError):
             exc = result

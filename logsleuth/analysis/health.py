@@ -179,6 +179,18 @@ def unproven_streams(index: EvidenceIndex, proofs: list[HealthProof]) -> list[St
     ranks_covered = {index.rank_of(*s) for s in covered} - {None}
     anonymous = [(p.sources, dict(p.until)) for p in proofs if not p.streams]
     anonymous_sources = set().union(*(sources for sources, _ in anonymous))
+    # A proof of a host's lines that name no process (a collector's prefix names the host
+    # only: ``trainer-1  | # Avg bus bandwidth``) covers that host's processes as a proof
+    # that names no one covers all: those that wrote to its input before it.
+    of_host: dict[str, list[tuple[frozenset[str], dict[str, int]]]] = defaultdict(list)
+    for proof in proofs:
+        for host, pid in proof.streams:
+            if host is not None and pid is None and proof.until:
+                of_host[host].append((proof.sources, dict(proof.until)))
+    # ... or all of them when the host shows one process (as a proof naming no one does).
+    processes_on: dict[str | None, int] = defaultdict(int)
+    for host, pid in streams:
+        processes_on[host] += pid is not None
     left: list[Stream] = []
     for stream in streams:
         proc = index.procs[stream]
@@ -188,6 +200,10 @@ def unproven_streams(index: EvidenceIndex, proofs: list[HealthProof]) -> list[St
         if stream in covered and (whole or proc.sources <= covered[stream]):
             continue
         if index.rank_of(*stream) in ranks_covered:
+            continue
+        if stream[0] in of_host and (
+            processes_on[stream[0]] == 1 or _before_proof(proc, of_host[stream[0]])
+        ):
             continue
         if (
             anonymous

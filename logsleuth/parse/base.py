@@ -102,3 +102,6 @@ class InputResult:
     """Up to a few (line, text) examples of unrecognized lines, for the data-gaps section."""
     unrecognized_lines: tuple[int, ...] = ()
     """Every unrecognized line's number, only when read with ``audit=True`` (coverage)."""
+    host_aliases: tuple[tuple[str, str], ...] = ()
+    """(collector's host, NCCL's own hostname) pairs the input's lines carry together
+    (:mod:`logsleuth.parse.hostnames`)."""

@@ -37,6 +37,7 @@ from logsleuth.parse.flight_recorder import (
     looks_like_fr_pickle,
     parse_fr_dump,
 )
+from logsleuth.parse.hostnames import ALIASES
 from logsleuth.parse.lines import read_lines
 from logsleuth.parse.nccl import warm_up
 from logsleuth.parse.pyspy_json import looks_like_pyspy_json, parse_pyspy_json
@@ -292,9 +293,14 @@ def read_input(
     """
     notes: list[str] = []
     token = NOTES.set(notes)
+    aliases: dict[str, set[str]] = {}
+    named = ALIASES.set(aliases)
     try:
         # Checked on the events, which are few (COLL lines are compacted), not on the text.
         result = _drop_wide_numbers(_read_checked(source, keep_ops, audit))
+        if aliases:
+            pairs = tuple(sorted((c, own) for c, owns in aliases.items() for own in owns))
+            result = replace(result, host_aliases=pairs)
     except InputError:
         raise
     except MemoryError as exc:
@@ -310,6 +316,7 @@ def read_input(
         ) from exc
     finally:
         NOTES.reset(token)
+        ALIASES.reset(named)
     if notes and result.summary.error is None:
         summary = replace(result.summary, error="; ".join(notes))
         result = replace(result, summary=summary)

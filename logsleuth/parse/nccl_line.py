@@ -23,6 +23,7 @@ from logsleuth.model.base import NO_ORIGIN, Event, Origin, SourceRef
 from logsleuth.model.messages import LogMessage
 from logsleuth.model.nccl import NcclUnrecognized, NcclWarn
 from logsleuth.parse.grammar import load_parser, terminal_pattern, terminal_regex
+from logsleuth.parse.hostnames import note_alias
 from logsleuth.parse.messages import typed_message
 from logsleuth.parse.nccl_transform import (
     Head,
@@ -153,6 +154,8 @@ def _build(text: str, parsed: Parsed, ref: SourceRef, raw: str, hint: Origin) ->
         assert message is not None
         return message.cls(ref=ref, text=raw, origin=replace(hint, time=time), **message.fields)
     origin = _origin(head.host, head.pid, head.tid, head.dev, hint.rank, hint.local_rank, time)
+    if hint.host is not None and head.host is not None and hint.host != head.host:
+        note_alias(hint.host, head.host)
     body = text[head.message_at :].strip()
     if head.level in ("WARN", "ABORT") or (message is not None and message.cls is NcclWarn):
         fields: dict[str, Any] = {"family": "other"} if message is None else message.fields

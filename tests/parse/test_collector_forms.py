@@ -9,14 +9,17 @@ Each form is how an on-call engineer gets a job's output when there is no per-ra
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from logsleuth.api import analyze
 from logsleuth.model.base import host_in_file_name
 from logsleuth.model.stacks import StackDump
 from logsleuth.model.torch import PythonTraceback, WatchdogTimeout
 from logsleuth.parse.discover import InputSource
 from logsleuth.parse.dispatch import InputResult, read_input
+from logsleuth.parse.hostnames import renames
 
 WATCHDOG = (
     "[rank{rank}]:[E1123 09:40:00.000000 20{rank} torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:632] "
@@ -256,3 +259,52 @@ def test_a_host_and_pid_before_a_message_still_name_its_writer() -> None:
     )
     (event,) = read(text).events
     assert (event.origin.host, event.origin.pid) == ("gpu-node-3", 41234)
+
+
+NCCL_TESTS_HEAD = (
+    "# nThread 1 nGpus 2 minBytes 8 maxBytes 1048576 step: 2(factor) warmup iters: 5 iters: 20\n"
+    "#   Rank  0 Pid  12877 on 8c1f0a2b3d4e device  0 [0x0e] NVIDIA A100-SXM4-80GB\n"
+    "8c1f0a2b3d4e:12877:12877 [0] NCCL INFO Bootstrap : Using eth0:172.18.0.3<0>\n"
+    "8c1f0a2b3d4e:12877:12877 [0] NCCL INFO NET/Socket : Using [0]eth0:172.18.0.3<0>\n"
+)
+NCCL_TESTS_END = "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 21.3125\n"
+
+
+def _composed(text: str) -> str:
+    return "".join(f"trainer-1  | {line}\n" for line in text.splitlines())
+
+
+def test_a_collectors_name_and_nccls_hostname_on_one_line_are_recorded_as_one_machine() -> None:
+    result = read(_composed(NCCL_TESTS_HEAD))
+    assert result.host_aliases == (("trainer-1", "8c1f0a2b3d4e"),)
+    # A section label standing in for a host ("Rank A") is no machine's name.
+    labelled = read("Rank A:\n" + NCCL_TESTS_HEAD)
+    assert labelled.host_aliases == ()
+
+
+def test_a_closing_summary_behind_a_collectors_prefix_proves_the_nccl_process_healthy(
+    tmp_path: Path,
+) -> None:
+    # docker compose names the container trainer-1; its NCCL lines name the container's
+    # hostname. The summary, pasted as a second excerpt, is the same machine's.
+    (tmp_path / "head.log").write_text(_composed(NCCL_TESTS_HEAD))
+    (tmp_path / "end.log").write_text(_composed(NCCL_TESTS_END))
+    diagnosis = analyze([str(tmp_path)]).diagnosis
+    assert diagnosis.verdict.kind == "healthy"
+    # Without the summary nothing proves it.
+    (tmp_path / "end.log").unlink()
+    assert analyze([str(tmp_path)]).diagnosis.verdict.kind == "inconclusive"
+
+
+@pytest.mark.parametrize(
+    ("pairs", "expected"),
+    [
+        ([("trainer-1", "8c1f0a2b3d4e")], {"trainer-1": "8c1f0a2b3d4e"}),
+        ([("trainer-1", "a"), ("trainer-1", "b")], {}),  # one container, two machines?
+        ([("trainer-1", "a"), ("trainer-2", "a")], {}),  # two names claim one machine
+    ],
+)
+def test_only_a_one_to_one_pairing_renames_a_host(
+    pairs: list[tuple[str, str]], expected: dict[str, str]
+) -> None:
+    assert renames(pairs) == expected
