@@ -82,8 +82,12 @@ def address_hosts(index: EvidenceIndex) -> dict[str, str]:
     """Return IP address -> host name, from the interfaces NCCL said it uses on each host.
 
     Bootstrap, NET/Socket and the IB out-of-band interface all name the host's own address,
-    which is how its peers' error messages (``peer 10.0.0.2<43211>``) refer to it.
+    which is how its peers' error messages (``peer 10.0.0.2<43211>``) refer to it. Built
+    once per index: the rules ask it for every peer message they read.
     """
+    cached = index.derived.get("address_hosts")
+    if isinstance(cached, dict):
+        return cached
     found: dict[str, set[str]] = defaultdict(set)
     named: list[tuple[str, str]] = []
     for iface in index.all_of(NcclInterface):
@@ -96,27 +100,30 @@ def address_hosts(index: EvidenceIndex) -> dict[str, str]:
         if match := _IP.search(address):  # ``10.0.0.1<0>``: the port is not part of it
             found[match.group(1)].add(host)
     # An address claimed by two hosts (a shared NAT address, 127.0.0.1) names neither.
-    return {addr: hosts.pop() for addr, hosts in found.items() if len(hosts) == 1}
+    table = {addr: hosts.pop() for addr, hosts in found.items() if len(hosts) == 1}
+    index.derived["address_hosts"] = table
+    return table
 
 
 def host_of_peer(index: EvidenceIndex, text: str | None) -> str | None:
-    """Return the host whose address ``text`` names (``10.0.0.2<43211>``), if known.
+    """Return the host whose address ``text`` names (``10.0.0.2<43211>``), if known."""
+    match = (_IP.search(text) or _NAMED_PEER.search(text)) if text else None
+    return host_of_address(index, match.group(1)) if match else None
+
+
+def host_of_address(index: EvidenceIndex, address: str) -> str | None:
+    """Return the host an address without its port names, if the evidence knows it.
 
     NCCL also prints a peer by its reverse-DNS name (``gpu-node-12.cluster.local<38821>``)
     where it asks for no numeric form: that is the host the evidence names by its full name
     or by its first label (NCCL's own hostnames stop at the first dot).
     """
-    if not text:
-        return None
-    match = _IP.search(text)
-    if match is not None:
-        return address_hosts(index).get(match.group(1))
-    named = _NAMED_PEER.search(text)
-    if named is None:
-        return None
-    name = named.group(1)
-    hosts = {host for host, _pid in index.procs if host is not None}
-    return next((h for h in (name, name.split(".", 1)[0]) if h in hosts), None)
+    if _IP.fullmatch(address):
+        return address_hosts(index).get(address)
+    hosts = index.derived.get("host_names")
+    if not isinstance(hosts, frozenset):
+        hosts = index.derived["host_names"] = frozenset(h for h, _ in index.procs if h)
+    return next((h for h in (address, address.split(".", 1)[0]) if h in hosts), None)
 
 
 def own_deaths(index: EvidenceIndex) -> list[Death]:

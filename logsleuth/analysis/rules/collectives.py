@@ -630,25 +630,27 @@ class CollectiveTimeout(Rule):
             )
             return
         confidence = 0.6 if len(ranks) > 1 else 0.4
-        yield self._all_inside([*group, *progress], work, ranks, (op_type, facts), confidence)
+        yield self._all_inside([*group, *progress], work, ranks, confidence, op_type, facts)
 
     def _all_inside(
         self,
         events: list[WatchdogTimeout | WatchdogProgress],
         work: str,
         ranks: list[int],
-        said: tuple[str, Iterable[str]],
         confidence: float,
+        what: str | None = None,
+        facts: Iterable[str] = (),
     ) -> Finding:
         """Every reporting rank timed out inside ``work`` and none is behind: the collective
-        itself stalled. ``said``: what the lines name it (its type) and its facts."""
-        what, facts = said[0], ", ".join(said[1])
+        itself stalled. ``what``: the collective as the lines name it (its type), if not
+        ``work``; ``facts``: what they say of it."""
+        said = ", ".join(facts)
         return self.finding(
             severity="error",
             title=f"{work} timed out on ranks {_fmt(ranks)} with every reporting rank inside it",
             detail=(
-                f"{len(ranks)} rank(s) report that {what}"
-                + (f" ({facts})" if facts else "")
+                f"{len(ranks)} rank(s) report that {what or work}"
+                + (f" ({said})" if said else "")
                 + " did not finish, and none is behind in enqueueing work. The collective itself "
                 "stalled: a network/transport problem or a GPU hung inside the kernel, not a rank "
                 "that skipped the call."
@@ -704,8 +706,7 @@ class CollectiveTimeout(Rule):
                     waited="wait in it (their watchdogs' last enqueued work)",
                 )
             elif own and len(inside) > 1:
-                work = f"work {seq}"
-                yield self._all_inside(list(ranks.values()), work, inside, (work, ()), 0.5)
+                yield self._all_inside(list(ranks.values()), f"work {seq}", inside, 0.5)
 
     @staticmethod
     def _moved_on(

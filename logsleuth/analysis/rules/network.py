@@ -6,7 +6,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 
-from logsleuth.analysis.correlate import host_of_peer, own_deaths
+from logsleuth.analysis.correlate import host_of_address, host_of_peer, own_deaths
 from logsleuth.analysis.index import EvidenceIndex, Stream
 from logsleuth.analysis.rules.base import Rule, culprits, describe
 from logsleuth.analysis.rules.streams import first_by_time, stream_of, traces_of
@@ -313,7 +313,7 @@ class RemoteClosed(Rule):
         ranks = culprits(index, sorted(reporters, key=str))[0]
         ranks = sorted(set(ranks) | report_ranks)
         peer_text = ", ".join(sorted(peers)) or "a peer"
-        named = {p: host_of_peer(index, f"{p}<0>") for p in peers}
+        named = {p: host_of_address(index, p) for p in peers}
         peer_hosts = {h for h in named.values() if h is not None}
         dead = [d for d in own_deaths(index) if d.host in peer_hosts]
         if dead:
