@@ -19,7 +19,7 @@ from logsleuth.parse.base import InputResult
 from logsleuth.parse.discover import Problem, discover
 from logsleuth.parse.dispatch import InputReadError, ReadProgress, read_inputs
 from logsleuth.parse.hostnames import one_name, renames
-from logsleuth.parse.siblings import sibling_ranks, with_rank
+from logsleuth.parse.siblings import sibling_ranks, tee_ranks, with_rank
 
 
 class NoAnalysableInput(InputError):
@@ -112,6 +112,7 @@ def _analyze(
     # A collector's name for a machine and NCCL's own (``trainer-1  | a1b2c3:212:212 ...``).
     names = renames(pair for _, r in read.values() for pair in r.host_aliases)
     for name, (at, got) in read.items():
+        got = tee_ranks(got)
         if name in ranks:
             got = with_rank(got, ranks[name])
         if names:

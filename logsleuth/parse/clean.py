@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from itertools import pairwise
 from typing import Any
 
-from logsleuth.model.base import NO_ORIGIN, Origin
+from logsleuth.model.base import NO_ORIGIN, Origin, rank_in_file_name
 
 _ANSI = re.compile(
     r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]"
@@ -142,10 +142,18 @@ _SYSLOG_TIME = r"([A-Z][a-z]{2}) +(\d\d?) (\d\d:\d\d:\d\d)(?:[.,]\d+)?"
 _SYSLOG_WRITER = r" ([A-Za-z][\w.\-]{0,62}) (?:[\w.\-/]{1,64}?\[(\d{1,9})\]|kernel):"
 """Syslog's writer: the host, then program[pid], or the kernel (which has no pid)."""
 
+_WIDEST_SEPARATOR = 8
+"""The most blanks a viewer puts between a line's number and its text."""
+_VIEWER_SEPARATOR = re.compile(r"\s*\d{1,9}( +)(?=\S)")
 NUMBERING_SCHEMES: dict[str, re.Pattern[str]] = {
-    # A viewer puts a blank between the number and the text; ``cat -n`` a tab, after which
-    # the text keeps its own indentation (a stack frame's).
-    "viewer": re.compile(r"\s*(\d{1,9})(?:\t|\s(?=\S))"),
+    # A viewer puts blanks between the number and the text (``less -N`` one, vim's and
+    # many web viewers' more); ``cat -n`` a tab. The text keeps its own indentation (a stack
+    # frame's): a file's separator is its narrowest (see ``_viewer_scheme``).
+    "viewer": re.compile(r"\s*(\d{1,9})(?:\t| |\s*$)"),
+    **{
+        f"viewer{width}": re.compile(f"\\s*(\\d{{1,9}})(?:\\t| {{{width}}}|\\s*$)")
+        for width in range(2, _WIDEST_SEPARATOR + 1)
+    },
     "bracket": re.compile(r"\[(\d{1,9})\]\s(?=\S)"),
     "srun": re.compile(r"\s*(\d{1,6}):\s"),
     "pdsh": re.compile(r"([A-Za-z][\w.\-]{0,62}): "),
@@ -157,6 +165,9 @@ NUMBERING_SCHEMES: dict[str, re.Pattern[str]] = {
     "stamp": re.compile(r"(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d)(?:[.,](\d+))? "),
     # ... or syslog's (journalctl, /var/log/messages), with the host and program[pid].
     "syslog": re.compile(f"{_SYSLOG_TIME}(?:{_SYSLOG_WRITER})? "),
+    # grep's line numbers (``grep -n``: ``1234:``, ``1236-`` for a context line), after the
+    # file's name when several files were searched (``grep -rn``: ``logs/rank3.log:1234:``).
+    "grep": re.compile(r"(?:((?:[\w.\-]+/)*[\w.\-]*\.[A-Za-z]\w{0,5})[:-])?(\d{1,9})[:-]"),
 }
 """Prefixes that are only trusted when a whole file carries them."""
 _SLURM_OWN = re.compile(r"\s*(?:srun|slurmstepd|salloc|sbatch)(?:\[\d+\])?: ")
@@ -169,6 +180,7 @@ _NCCL_WRITER = re.compile(r"[^\s:\[\]]+:\d+:\d+ (?:\[-?\d+\] |NCCL )")
 """The ``host:pid:tid`` an NCCL line begins with (see ``_LINE_START``)."""
 _NUMBERED = re.compile(
     r"\s*\d|\[\d|[A-Za-z][\w.\-]{0,62}: |[A-Z][a-z]{2} +\d|[a-z0-9][a-z0-9.\-]*-[a-z0-9.\-]* [a-z0-9]"
+    r"|[\w.\-/]+[:-]\d"
 )
 """What every line a numbering scheme matches begins with."""
 
@@ -415,10 +427,26 @@ def detect_numbering(sample: Sequence[str]) -> str | None:
     # carry no label: they are not counted for or against it.
     unlabelled = sum(1 for line in lines if _SLURM_OWN.match(line))
     for name, pattern in NUMBERING_SCHEMES.items():
+        if name.startswith("viewer") and name != "viewer":
+            continue  # chosen by the "viewer" scheme's separator
         numbers = [m.group(1) for line in lines if (m := pattern.match(line))]
         among = len(lines) - unlabelled if name == "srun" else len(lines)
         if len(numbers) < 2 or len(numbers) * 10 < among * 6:
             continue
+        if name == "grep":
+            # Line numbers of one file rise (with gaps: grep prints the lines that match);
+            # a host's pid after its name (``node1.cluster:4411:``) repeats.
+            found = [m for line in lines if (m := pattern.match(line))]
+            rising = sum(
+                1
+                for a, b in pairwise(found)
+                if a.group(1) != b.group(1) or int(b.group(2)) > int(a.group(2))
+            )
+            if rising * 10 >= (len(found) - 1) * 9 and len({m.group(2) for m in found}) > 1:
+                return name
+            continue
+        if name == "srun" and _all_rising([int(n) for n in numbers]):
+            continue  # an srun label repeats (a task writes many lines); line numbers do not
         if name in ("srun", "stamp", "syslog"):
             return name
         if name == "pdsh":
@@ -449,8 +477,21 @@ def detect_numbering(sample: Sequence[str]) -> str | None:
         # Line numbers count up by one; columns of numbers in a table (nccl-tests rows) do not.
         rising = sum(1 for a, b in pairwise(values) if b == a + 1)
         if rising * 10 >= (len(values) - 1) * 8:
-            return name
+            return _viewer_scheme(lines) if name == "viewer" else name
     return None
+
+
+def _all_rising(values: Sequence[int]) -> bool:
+    """Say whether ``values`` (more than two) rise from each to the next."""
+    return len(values) > 2 and all(b > a for a, b in pairwise(values))
+
+
+def _viewer_scheme(lines: Sequence[str]) -> str:
+    """The viewer scheme of numbered ``lines``: the narrowest run of blanks between a number
+    and its text is the viewer's separator; wider runs hold the text's own indentation."""
+    widths = [len(m.group(1)) for line in lines if (m := _VIEWER_SEPARATOR.match(line))]
+    width = min(widths, default=1)
+    return "viewer" if width <= 1 else f"viewer{min(width, _WIDEST_SEPARATOR)}"
 
 
 _FRAME_ONLY = re.compile(
@@ -505,6 +546,10 @@ def _label_fields(numbering: str | None, found: re.Match[str]) -> dict[str, Any]
     a collector's stamp the time (syslog's also the host and pid)."""
     if numbering == "srun":
         return {"rank": int(found.group(1))}
+    if numbering == "grep":
+        # ``grep -rn`` names the file a line came from: a per-rank file's name its rank.
+        named = rank_in_file_name(found.group(1)) if found.group(1) else None
+        return {"rank": named} if named is not None else {}
     if numbering in ("pdsh", "stern"):
         return {"host": found.group(1)}
     if numbering == "stamp":

@@ -1,4 +1,5 @@
-"""Ranks from sibling file names: per-process files whose names differ in one number.
+"""Ranks from sibling file names (per-process files whose names differ in one number) and from
+a launcher's own numbering of its workers (torchrun's ``--tee`` prefixes).
 
 Slurm's ``--output=slurm-%j-%t.out``, torchrun's ``--log-dir`` (``attempt_0/3/stderr.log``),
 a script's ``worker_3.log``: one file per process, numbered by its rank or by its local rank.
@@ -106,3 +107,41 @@ def with_rank(result: InputResult, rank: int) -> InputResult:
             changes["rank"] = rank
         events[i] = replace(event, **changes)
     return replace(result, events=tuple(events))
+
+
+def tee_ranks(result: InputResult) -> InputResult:
+    """Give the lines torchrun's ``--tee`` tags with a local rank alone their global rank.
+
+    ``[default5]:`` names the worker by its place on its launcher's node. Where the same
+    output shows other workers' lines tagged both ways (``[default1]:[rank9]:``), one offset
+    (the node's first rank) turns each local rank into the global one. It is used only when
+    every such pair of one host agrees on it and no local rank stands for two ranks (two
+    nodes' launchers writing into one file). Without such pairs a local rank stays one.
+    """
+    pairs: dict[str | None, set[tuple[int, int]]] = defaultdict(set)
+    for event in result.events:
+        origin = event.origin
+        if origin.local_rank is not None and origin.rank is not None:
+            pairs[origin.host].add((origin.local_rank, origin.rank))
+    offsets: dict[str | None, int] = {}
+    for host, seen in pairs.items():
+        apart = {rank - local for local, rank in seen}
+        locals_ = [local for local, _ in seen]
+        if len(apart) == 1 and len(set(locals_)) == len(locals_):
+            offsets[host] = apart.pop()
+    if not offsets:
+        return result
+    events = list(result.events)
+    changed = False
+    for i, event in enumerate(events):
+        origin = event.origin
+        offset = offsets.get(origin.host)
+        if offset is None or origin.rank is not None or origin.local_rank is None:
+            continue
+        rank = origin.local_rank + offset
+        changes: dict[str, Any] = {"origin": replace(origin, rank=rank)}
+        if getattr(event, "rank", rank) is None:
+            changes["rank"] = rank
+        events[i] = replace(event, **changes)
+        changed = True
+    return replace(result, events=tuple(events)) if changed else result

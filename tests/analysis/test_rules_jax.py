@@ -87,3 +87,18 @@ def test_a_tensorflow_task_without_heartbeats_died(tmp_path: Path) -> None:
         "the remote task has failed, got preempted, or crashed unexpectedly.\n"
     )
     assert _verdict(tmp_path, text) == ("process-died", (1,), "LS126")
+
+
+def test_a_task_list_joined_to_its_header_line_names_its_tasks(tmp_path: Path) -> None:
+    # A paste that lost the list's line break: the task stands on the header's line.
+    text = (
+        "jaxlib.xla_extension.XlaRuntimeError: UNAVAILABLE: The following tasks are unhealthy "
+        "(stopped sending heartbeats): /job:jax_worker/replica:0/task:3\n"
+    )
+    assert _verdict(tmp_path, text) == ("process-died", (3,), "LS126")
+    text = (
+        "DEADLINE_EXCEEDED: Barrier timed out. Barrier_id: PjRT_Client_Connect. The first task "
+        "at the barrier: /job:jax_worker/replica:0/task:0. Timed out task names: "
+        "/job:jax_worker/replica:0/task:1\n"
+    )
+    assert _verdict(tmp_path, text) == ("missing-collective", (1,), "LS126")

@@ -389,3 +389,41 @@ def test_the_store_gone_after_a_failure_leaves_the_verdict_to_the_failure(tmp_pa
     )
     verdict = _pasted(tmp_path, text).verdict
     assert (verdict.kind, verdict.culprit_ranks) == ("cuda-error", (0,))
+
+
+@pytest.mark.parametrize(
+    ("reason", "code"),
+    [("internal error", "LS703"), ("invalid usage", "LS702"), ("a reason never seen", "LS702")],
+)
+def test_a_bare_nccl_error_line_is_never_no_failure(tmp_path: Path, reason: str, code: str) -> None:
+    # torch 1.x/2.0's one-line form: the result's words alone, no "(run with NCCL_DEBUG ...)".
+    log = tmp_path / "train.log"
+    log.write_text(
+        "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, "
+        f"{reason}, NCCL version 2.14.3\n"
+    )
+    verdict = analyze([str(log)]).diagnosis.verdict
+    assert (verdict.kind, verdict.code) == ("inconclusive", code)
+
+
+def test_a_known_writer_names_the_lines_of_its_message_that_name_none(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_text(
+        "[rank1]:[E1123 10:00:00.000 77 ProcessGroupNCCL.cpp:1500] [PG ID 0 PG GUID 0 Rank 1] "
+        "remote error detected from rank: 3\n"
+        "RuntimeError: remote error detected from rank: 3\n"
+    )
+    verdict = analyze([str(log)]).diagnosis.verdict
+    assert verdict.culprit_ranks == (3,)
+    assert verdict.summary.startswith("rank 1 (pid 77): remote error")
+
+
+def test_torchruns_failed_worker_is_named_by_pid_and_local_rank(tmp_path: Path) -> None:
+    log = tmp_path / "launch.log"
+    log.write_text(
+        "[2024-05-01 10:00:00,124] torch.distributed.elastic.multiprocessing.api: [ERROR] failed "
+        "(exitcode: -11) local_rank: 2 (pid: 4521) of binary: /usr/bin/python\n"
+    )
+    verdict = analyze([str(log)]).diagnosis.verdict
+    assert (verdict.kind, verdict.culprit_pids) == ("process-died", (4521,))
+    assert "pid 4521 (local rank 2)" in analyze([str(log)]).diagnosis.findings[0].detail

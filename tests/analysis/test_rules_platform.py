@@ -547,3 +547,32 @@ def test_mp_spawns_join_names_the_worker_it_lost_by_local_rank(tmp_path: Path) -
     lead = _diagnosis(tmp_path, text).findings[0]
     assert lead.kind == "process-died"
     assert "local rank 1" in lead.detail
+
+
+@pytest.mark.parametrize("status", ["Pending  ", "ImagePullBackOff", "Init:0/1 "])
+def test_a_pod_that_never_started_is_the_host_its_peers_rendezvous_waits_for(
+    tmp_path: Path, status: str
+) -> None:
+    # The pods that started time out in rendezvous; the culprit is the one that never ran.
+    text = PODS.format(status=status).replace("2 (3m ago)", "0         ") + (
+        "[E1123 10:30:00.000000 1 torch/distributed/elastic/rendezvous/dynamic_rendezvous.py"
+        ":1130] The node 'llama-train-master-0_1_0' has failed to join the rendezvous 'job-1' "
+        "within the timeout.\ntorch.distributed.elastic.rendezvous.api.RendezvousTimeoutError\n"
+    )
+    assert _verdict(tmp_path, text) == ("bootstrap-failure", ("llama-train-worker-1",))
+
+
+def test_a_running_pods_row_is_recognized_and_blames_nobody(tmp_path: Path) -> None:
+    diagnosis = _diagnosis(tmp_path, PODS.format(status="Running  "))
+    assert diagnosis.verdict.culprit_hosts == ()
+    assert [(i.recognized, i.unrecognized) for i in diagnosis.inputs] == [(4, 0)]
+
+
+def test_a_scheduling_failure_names_the_described_pod(tmp_path: Path) -> None:
+    text = (
+        "Name:             llama-train-worker-1\nNamespace:        ml\nStatus:           Pending\n"
+        "Events:\n  Type     Reason            Age   From               Message\n"
+        "  Warning  FailedScheduling  2m    default-scheduler  0/4 nodes are available: 4 "
+        "Insufficient nvidia.com/gpu.\n"
+    )
+    assert _verdict(tmp_path, text) == ("bootstrap-failure", ("llama-train-worker-1",))

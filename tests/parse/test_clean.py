@@ -217,3 +217,40 @@ def test_srun_labels() -> None:
     text, hint = strip_prefixes(lines[1], "srun")
     assert text == "gpu-a02:4722:4722 [0] NCCL INFO b"
     assert hint.rank == 12
+
+
+def test_a_viewers_wider_separator_keeps_the_texts_own_indentation() -> None:
+    # vim's and many web viewers' numbers: right-aligned, then two blanks; a stack frame's
+    # own indentation follows them.
+    numbered = [
+        '  1  Thread 4411 (active): "MainThread"',
+        "  2      all_reduce (torch/distributed/distributed_c10d.py:2050)",
+        "  3      train (train.py:88)",
+        "  4  ",
+    ]
+    assert detect_numbering(numbered) == "viewer2"
+    assert strip_prefixes(numbered[1], "viewer2")[0] == (
+        "    all_reduce (torch/distributed/distributed_c10d.py:2050)"
+    )
+    assert detect_numbering([f"{n:>7} line {n}" for n in range(1, 5)]) == "viewer"
+
+
+def test_grep_line_numbers_rise_with_gaps_and_name_the_file() -> None:
+    grepped = [
+        "logs/rank0.log:1523:[E1123 10:50:00.000 900 ProcessGroupNCCL.cpp:632] timeout",
+        "logs/rank3.log:1401:Traceback (most recent call last):",
+        'logs/rank3.log:1402-  File "train.py", line 212, in <module>',
+        "logs/rank3.log:1410:torch.OutOfMemoryError: CUDA out of memory.",
+    ]
+    assert detect_numbering(grepped) == "grep"
+    text, hint = strip_prefixes(grepped[3], "grep")
+    assert (text, hint.rank) == ("torch.OutOfMemoryError: CUDA out of memory.", 3)
+    assert detect_numbering(["1733:a", "1734:b", "2210:c"]) == "grep"
+    # An NCCL line's host and pid after a dotted host name are no file and line number.
+    nccl = [f"node1.cluster:4411:{4460 + n} [0] NCCL INFO line {n}" for n in range(4)]
+    assert detect_numbering(nccl) is None
+
+
+def test_srun_labels_repeat_line_numbers_do_not() -> None:
+    assert detect_numbering(["3: a", "3: b", "0: c", "1: d"]) == "srun"
+    assert detect_numbering(["101: a", "102: b", "140: c", "141: d"]) != "srun"

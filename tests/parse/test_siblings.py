@@ -77,3 +77,31 @@ def test_a_bare_traceback_in_a_per_task_file_is_that_tasks_rank(tmp_path: Path) 
     verdict = analyze([str(tmp_path)]).diagnosis.verdict
     assert verdict.kind == "resource-exhausted"
     assert verdict.culprit_ranks == (1,)
+
+
+def test_a_tee_tagged_local_rank_takes_the_offset_its_launcher_shows(tmp_path: Path) -> None:
+    # torchrun --tee 3 on the second node: [default1]:[rank9]: says local ranks are ranks - 8.
+    text = "".join(
+        f"[default{local}]:[rank{local + 8}]:" + TIMEOUT.format(r=local + 8) for local in (0, 1, 2)
+    ) + (
+        "[default5]:Traceback (most recent call last):\n"
+        '[default5]:  File "train.py", line 9, in <module>\n'
+        "[default5]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+    )
+    (tmp_path / "node1.log").write_text(text)
+    verdict = analyze([str(tmp_path)]).diagnosis.verdict
+    assert verdict.culprit_ranks == (13,)
+
+
+def test_a_tee_tag_without_its_launchers_offset_stays_a_local_rank(tmp_path: Path) -> None:
+    text = (
+        "[default5]:Traceback (most recent call last):\n"
+        '[default5]:  File "train.py", line 9, in <module>\n'
+        "[default5]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+        # Two nodes' launchers in one file: local rank 0 is rank 0 and rank 8.
+        "[default0]:[rank0]:" + TIMEOUT.format(r=0) + "[default0]:[rank8]:" + TIMEOUT.format(r=8)
+    )
+    (tmp_path / "job.log").write_text(text)
+    verdict = analyze([str(tmp_path)]).diagnosis.verdict
+    assert 5 not in verdict.culprit_ranks and 13 not in verdict.culprit_ranks
+    assert "local rank 5" in verdict.summary

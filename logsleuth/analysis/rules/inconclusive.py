@@ -5,15 +5,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from logsleuth import knowledge
 from logsleuth.analysis.health import health_proofs, unproven_streams
 from logsleuth.analysis.index import EvidenceIndex
 from logsleuth.analysis.rules.base import Rule, describe, evidence_of
-from logsleuth.analysis.rules.knowledge import explained_by_knowledge, raised
+from logsleuth.analysis.rules.knowledge import event_text, explained_by_knowledge, raised
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.flight import FlightRecorderDump
 from logsleuth.model.messages import LogMessage
 from logsleuth.model.ranks import LISTED_RANKS, absent_ranks, format_ranks
+from logsleuth.model.torch import WatchdogError
 
 
 class Inconclusive(Rule):
@@ -140,6 +142,13 @@ def _unexplained(index: EvidenceIndex) -> list[Event]:
     unexplained += index.failures
     unexplained += [m for m in index.manifests if m.stalled_at]
     unexplained += [m for m in index.all_of(LogMessage) if _is_error(m)]
+    # A framework's error about its communicator (``NCCL error in: ...``, a watchdog's
+    # exception) that no entry reads is still an error: never "no failure found".
+    unexplained += [
+        e
+        for e in index.torch
+        if isinstance(e, WatchdogError) and not knowledge.match(event_text(e))
+    ]
     return unexplained
 
 

@@ -18,6 +18,10 @@ from logsleuth.model.ranks import format_ranks
 _LISTED = re.compile(r"^\s*/job:[\w.\-]+/replica:\d+/task:(\d+)\s*[,.]?\s*$")
 _BARRIER = re.compile(r"\bBarrier timed out\b")
 _UNHEALTHY = re.compile(r"\bstopped sending heartbeats\b")
+_LATE_LIST = re.compile(r"\b(?:[Tt]imed out task names|did not reach the barrier):?")
+"""Where a barrier's message begins its list of late tasks (the first task at the barrier,
+named before it, waited)."""
+_TASK = re.compile(r"/job:[\w.\-]+/replica:\d+/task:(\d+)")
 _HEARTBEAT = re.compile(r"\bTask /job:([\w.\-]+)/replica:\d+/task:(\d+) heartbeat timeout\b")
 _REMOTE = re.compile(r"\bfrom remote target /job:([\w.\-]+)/replica:\d+/task:(\d+)")
 _UNREACHABLE = re.compile(
@@ -83,9 +87,11 @@ class JaxCoordination(Rule):
                 if _BARRIER.search(text):
                     listing = late
                     context.append(message)
-                elif _UNHEALTHY.search(text):
+                    _listed_after(_LATE_LIST, text, message, late)
+                elif found := _UNHEALTHY.search(text):
                     listing = dead
                     context.append(message)
+                    _listed_after(found, text, message, dead)
                 elif found := _HEARTBEAT.search(text):
                     dead.setdefault(int(found.group(2)), []).append(message)
                 elif found := _REMOTE.search(text):
@@ -163,3 +169,15 @@ class JaxCoordination(Rule):
             next_steps=steps,
         )
         return replace(finding, kind=kind)
+
+
+def _listed_after(
+    head: re.Pattern[str] | re.Match[str], text: str, message: Event, into: dict[int, list[Event]]
+) -> None:
+    """Add the tasks listed in ``text`` after its list's head: a list joined to its header
+    line (an excerpt that lost its line breaks, a wrapped paste) names them on that line."""
+    found = head.search(text) if isinstance(head, re.Pattern) else head
+    if found is None:
+        return
+    for task in _TASK.finditer(text, found.end()):
+        into.setdefault(int(task.group(1)), []).append(message)

@@ -101,6 +101,11 @@ def known_messages(index: EvidenceIndex) -> list[Known]:
     for event in events:
         text = event_text(event)
         hit = knowledge.lookup(text) if text else None
+        if hit is None and isinstance(event, WatchdogError) and event.kind == "nccl-error":
+            # ``NCCL error in: ...cpp:1269, internal error, NCCL version 2.14.3``: the
+            # result's words alone ("internal error") are read as NCCL's result.
+            text = f"NCCL error: {text}"
+            hit = knowledge.lookup(text)
         if hit is None and isinstance(event, LogMessage) and event.label:
             # The catalog may have typed the line by a message quoted inside another (a
             # desync report cut at a width, read as the fingerprint after its first words):
@@ -238,8 +243,11 @@ class _KnowledgeRule(Rule):
 
     def _finding(self, index: EvidenceIndex, group: _Group) -> Finding:
         entry = group.entry
-        seen_on = ", ".join(group.writers[:4]) + (
-            f" and {len(group.writers) - 4} more" if len(group.writers) > 4 else ""
+        # A known writer covers the unplaced lines of the same message (its continuation, a
+        # re-raise quoting it): "pid 1234" alone, not "pid 1234, a process".
+        writers = [w for w in group.writers if w != _UNKNOWN_WRITER] or group.writers
+        seen_on = ", ".join(writers[:4]) + (
+            f" and {len(writers) - 4} more" if len(writers) > 4 else ""
         )
         message = " ".join(group.texts[0].split())
         quote = message if len(message) <= _QUOTE else message[: _QUOTE - 3] + "..."
@@ -376,7 +384,13 @@ def _blame(index: EvidenceIndex, known: Known) -> tuple[list[int], list[str], li
         hosts = _writer(index, known.event)[1]
         on = hosts[0] if len(hosts) == 1 else None
         placed = index.rank_of(on, named[0])
-        return ([placed] if placed is not None else []), hosts, named, f"pid {named[0]}"
+        local = known.hit.field("local_rank")
+        if placed is None and local is not None and local.isdigit() and len(local) <= 7:
+            # torchrun's ``failed (exitcode: -11) local_rank: 2 (pid: 4521)``: the worker's
+            # place on the agent's host gives its rank where the evidence places it.
+            placed = index.rank_at(on, int(local))
+        who = f"pid {named[0]}" + (f" (local rank {local})" if local is not None else "")
+        return ([placed] if placed is not None else []), hosts, named, who
     if side == "self":
         ranks, hosts, pids = _writer(index, known.event)
         local = known.hit.field("local_rank")

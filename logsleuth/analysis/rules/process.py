@@ -164,6 +164,12 @@ class ProcessDied(Rule):
             " The excerpt does not say which rank printed it (no launcher prefix such as "
             "[rank3]:); its peers' timeouts and connection errors would follow from it."
         )
+        if (local := first.origin.local_rank) is not None:
+            placed = (
+                f" torchrun's --tee tag names it by its local rank ({local}), which does not "
+                "say which node's: no line of that launcher names a worker's global rank "
+                "too. Its peers' timeouts and connection errors would follow from it."
+            )
         severity, confidence = "error", 0.5
         lone, waiting = _lone_silent_rank(index)
         if rank is None and pid is None and not host and lone is not None:
@@ -185,6 +191,8 @@ class ProcessDied(Rule):
             )
         where = first.frames[-1] if first.frames else None
         who = f"rank {rank}" if rank is not None else "a process"
+        if rank is None and first.origin.local_rank is not None:
+            who = f"local rank {first.origin.local_rank} of a node"
         if pid is not None:
             who += f" (pid {pid}{f' on {host}' if host else ''})"
         return self.finding(
