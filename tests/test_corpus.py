@@ -125,6 +125,7 @@ PASTE_FORMS: dict[str, Callable[[int, str], str]] = {
     "stamped by a collector": lambda n, line: f"2026-03-21 02:07:{n % 60:02d},123 {line}",
     "from syslog": lambda n, line: f"Mar 21 02:07:{n % 60:02d} {line}",
     "numbered by cat -n": lambda n, line: f"{n + 1:6d}\t{line}",
+    "numbered by a web viewer": lambda n, line: f"{n + 1:4d}  {line}",
     "from docker compose logs": lambda n, line: f"trainer-1  | {line}",
     "from kubectl logs --prefix": lambda n, line: f"[pod/trainer-worker-0/pytorch] {line}",
     "with CRLF line ends": lambda n, line: f"{line}\r",
