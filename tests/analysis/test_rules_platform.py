@@ -576,3 +576,21 @@ def test_a_scheduling_failure_names_the_described_pod(tmp_path: Path) -> None:
         "Insufficient nvidia.com/gpu.\n"
     )
     assert _verdict(tmp_path, text) == ("bootstrap-failure", ("llama-train-worker-1",))
+
+
+def test_rays_dead_worker_is_named_by_the_address_and_pid_its_message_gives(
+    tmp_path: Path,
+) -> None:
+    text = (
+        "(raylet, ip=10.0.0.7) A worker died or was killed while executing a task by an "
+        "unexpected system error. To troubleshoot the problem, check the logs for the dead "
+        "worker. RayTask ID: ffffffff Worker ID: 8e2b Node ID: 91af Worker IP address: 10.0.0.7 "
+        "Worker port: 10012 Worker PID: 5121 Worker exit type: SYSTEM_ERROR Worker exit detail: "
+        "Worker unexpectedly exits with a connection error code 2. End of file.\n"
+    )
+    verdict = _diagnosis(tmp_path, text).verdict
+    assert (verdict.kind, verdict.culprit_hosts, verdict.culprit_pids) == (
+        "process-died",
+        ("10.0.0.7",),
+        (5121,),
+    )

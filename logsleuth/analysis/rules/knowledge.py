@@ -555,19 +555,25 @@ def _peer(
             return ranks, [host] if host else [], pids, who
     if not address:
         return [], [], [], ""
+    # The process the message names beside its address (Ray's ``Worker IP address: 10.0.0.7
+    # ... Worker PID: 5121``).
+    pids = _named_pid(hit)
     match = _IP.search(address)
     if match is None:
         name = address.strip("[]()<>,.")
-        return [], [name] if name else [], [], f"host {name}"
+        return [], [name] if name else [], pids, f"host {name}"
     host = address_hosts(index).get(match.group(1))
     if host is None:
-        return [], [match.group(1)], [], f"the process at {match.group(1)}"
+        who = f"pid {pids[0]}" if pids else "the process"
+        return [], [match.group(1)], pids, f"{who} at {match.group(1)}"
+    if pids and (placed := index.rank_of(host, pids[0])) is not None:
+        return [placed], [host], pids, f"rank {placed} (pid {pids[0]} on {host})"
     local = sorted(
         (p for p in index.procs.values() if p.host == host and p.rank is not None),
         key=lambda p: p.rank or 0,
     )
-    ranks = [local[0].rank] if len(local) == 1 and local[0].rank is not None else []
-    return ranks, [host], [], f"host {host} ({match.group(1)})"
+    ranks = [local[0].rank] if len(local) == 1 and local[0].rank is not None and not pids else []
+    return ranks, [host], pids, f"host {host} ({match.group(1)})"
 
 
 class KnownCause(_KnowledgeRule):
