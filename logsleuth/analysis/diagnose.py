@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 
+from logsleuth.analysis.flight import failed_call_sites
 from logsleuth.analysis.index import EvidenceIndex, Proc, Stream, build_index
 from logsleuth.analysis.overview import (
     build_config,
@@ -18,6 +19,7 @@ from logsleuth.analysis.overview import (
     with_context,
 )
 from logsleuth.analysis.p2p import p2p_view
+from logsleuth.analysis.rules.base import evidence_of
 from logsleuth.analysis.rules.registry import RULES
 from logsleuth.analysis.rules.stacks import proc_stacks, stack_classes
 from logsleuth.analysis.stacks import build_class_tree, find_outliers
@@ -249,6 +251,58 @@ def _merge(findings: Sequence[Finding]) -> list[Finding]:
         else:
             merged.extend(group)
     return merged
+
+
+_STALL_KINDS = frozenset(
+    {
+        "missing-collective",
+        "collective-timeout",
+        "collective-mismatch",
+        "watchdog-stuck",
+        "process-died",
+        "non-collective-stall",
+    }
+)
+"""Kinds of a failure that left ranks in a collective, whose call site says which one."""
+
+
+def _with_failed_call_sites(index: EvidenceIndex, findings: list[Finding]) -> list[Finding]:
+    """Say where the ranks enqueued the collective that failed, where torch printed it.
+
+    torch 2.6+ follows a watchdog timeout with the flight recorder's stack of the failed
+    collective (``#2 gather_metrics from /workspace/eval.py:57``); its innermost frame of
+    user code is the call site the reader needs, quoted in each finding about a stalled
+    collective.
+    """
+    sites = failed_call_sites(index)
+    if not sites:
+        return findings
+    distinct: dict[tuple[str, str], list[int | None]] = {}
+    for site in sites:
+        distinct.setdefault((site.collective, site.site), []).append(site.rank)
+    said = "; ".join(
+        f"{_ranks_phrase(ranks)} enqueued {collective} at {where}"
+        for (collective, where), ranks in list(distinct.items())[:3]
+    )
+    sentence = f" The flight recorder's stack of the failed collective: {said}."
+    quoted = evidence_of(s.event for s in sites[:2])[0]
+    out = []
+    for f in findings:
+        if f.kind in _STALL_KINDS and sentence not in f.detail:
+            f = replace(
+                f,
+                detail=f.detail + sentence,
+                evidence=f.evidence + tuple(q for q in quoted if q not in f.evidence),
+            )
+        out.append(f)
+    return out
+
+
+def _ranks_phrase(ranks: Sequence[int | None]) -> str:
+    known = sorted(r for r in ranks if r is not None)
+    if not known:
+        return "a rank"
+    return f"rank {known[0]}" if len(known) == 1 else f"ranks {format_ranks(known)}"
 
 
 def _corroborate(findings: list[Finding]) -> list[Finding]:
@@ -610,6 +664,7 @@ def _diagnose(events: Sequence[Event], inputs: Sequence[InputSummary], version: 
     findings = _merge(findings)
     findings.sort(key=_rank_key)
     findings = _ownerless_cause_of_death(index, _own_error_first(index, findings, events))
+    findings = _with_failed_call_sites(index, findings)
     findings, led = _lead(_corroborate(findings), _coverage(index), _truncated_ranks(index))
     input_views = tuple(
         InputView(

@@ -15,7 +15,12 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from logsleuth.analysis.index import EvidenceIndex
+from logsleuth.analysis.stack_classify import collective_call_site, frame_label
+from logsleuth.model.base import Event
 from logsleuth.model.flight import FlightRecorderDump, FrEntry
+from logsleuth.model.stacks import Frame
+from logsleuth.model.torch import DebugDump
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,3 +148,30 @@ def match_dumps(dumps: Sequence[FlightRecorderDump]) -> list[FrIssue]:
 
 def _last(entries: dict[int, FrEntry]) -> FrEntry:
     return entries[max(entries)]
+
+
+@dataclass(frozen=True, slots=True)
+class FailedCallSite:
+    """Where a rank enqueued the collective its watchdog failed on (torch 2.6+ prints the
+    flight recorder's stack of it: ``Stack trace of the failed collective:``)."""
+
+    rank: int | None
+    collective: str
+    site: str
+    """The innermost frame of user code, ``func (file:line)``."""
+    event: Event
+
+
+def failed_call_sites(index: EvidenceIndex) -> list[FailedCallSite]:
+    """Return each rank's call site of its failed collective, ranks in order (one per rank)."""
+    found: dict[int | None, FailedCallSite] = {}
+    for dump in index.all_of(DebugDump):
+        if dump.kind != "trace" or not dump.frames:
+            continue
+        frames = [Frame(func=f, file=path, line=line) for f, path, line in dump.frames]
+        site = collective_call_site(frames)
+        if site is None:
+            continue
+        rank = index.writer_rank(dump)
+        found.setdefault(rank, FailedCallSite(rank, frames[0].func, frame_label(site), dump))
+    return sorted(found.values(), key=lambda s: (s.rank is None, s.rank or 0))

@@ -403,6 +403,12 @@ def classify_dump(dump: StackDump) -> tuple[str, str | None, str | None]:
     return category, collective, call_site
 
 
+def collective_call_site(frames: Sequence[Frame]) -> Frame | None:
+    """Return the call site of a collective's stack (innermost first): its innermost frame of
+    user code."""
+    return _call_site(frames, "collective")
+
+
 def call_site_frame(dump: StackDump) -> Frame | None:
     """Return the frame :func:`classify_dump` names as the call site of ``dump``."""
     main = dump.main_thread()

@@ -200,3 +200,26 @@ def test_dumps_from_a_real_gloo_job(tmp_path: Path, mode: str, kind: str) -> Non
     d = analyze([str(p) for p in dumps]).diagnosis
     assert d.verdict.kind == kind
     assert d.verdict.culprit_ranks == (1,)
+
+
+def test_the_failed_collectives_call_site_is_quoted(tmp_path: Path) -> None:
+    # torch 2.6+: the watchdog prints the flight recorder's stack of the failed collective.
+    log = tmp_path / "r1.log"
+    log.write_text(
+        "[rank1]:[E1125 08:00:01.000000000 701 ProcessGroupNCCL.cpp:632] [PG ID 0 PG GUID "
+        "0(default_pg) Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, "
+        "OpType=ALLGATHER, NumelIn=1, NumelOut=2, Timeout(ms)=600000) ran for 600083 "
+        "milliseconds before timing out.\n"
+        "[rank1]:[E1125 08:00:01.000000000 701 ProcessGroupNCCL.cpp:2162] [PG ID 0 PG GUID "
+        "0(default_pg) Rank 1] Stack trace of the failed collective: \n"
+        "#0 all_gather_into_tensor from /usr/lib/python3/dist-packages/torch/distributed/"
+        "distributed_c10d.py:3772\n"
+        "#1 wrapper from /usr/lib/python3/dist-packages/torch/distributed/c10d_logger.py:81\n"
+        "#2 gather_metrics from /workspace/eval.py:57\n"
+        "#3 <module> from /workspace/eval.py:120\n"
+    )
+    lead = analyze([str(log)]).diagnosis.findings[0]
+    assert "rank 1 enqueued all_gather_into_tensor at gather_metrics (/workspace/eval.py:57)" in (
+        lead.detail
+    )
+    assert ("r1.log", 2) in {(e.source, e.line) for e in lead.evidence}
