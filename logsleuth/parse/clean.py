@@ -287,7 +287,20 @@ def detect_wrap(sample: Sequence[str]) -> int | None:
     )
     # A line of exactly twice the width ends in a full piece too, before a line of its own:
     # half the cuts continuing is enough.
-    return width if fresh >= 2 and fresh * 2 >= len(cut) else None
+    if fresh >= 2 and fresh * 2 >= len(cut):
+        return width
+    # A short excerpt cut once, at a terminal's usual width, in the middle of a word
+    # (``...ProcessGroupNCCL.c`` then ``pp:272, unhandled system error``).
+    if fresh == len(cut) == 1 and width in _TERMINAL_WIDTHS:
+        before, after = sample[cut[0]], sample[cut[0] + 1]
+        if before[-1:].isalnum() and after[:1].isalnum():
+            return width
+    return None
+
+
+_TERMINAL_WIDTHS = frozenset({80, 100, 120, 132, 160, 200})
+"""Widths terminals and ticket boxes wrap at: one cut at one of them can be told from a line
+that happens to be that long only by the word it splits."""
 
 
 _RULE_CHARS = "-=+|~_ "

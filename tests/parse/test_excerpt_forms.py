@@ -603,3 +603,18 @@ def test_an_ncclras_report_numbered_by_cat_n_is_read() -> None:
     numbered = read(_cat_n(text.read_text()), "ncclras_status.txt")
     assert [type(e).__name__ for e in numbered.events] == [type(e).__name__ for e in plain.events]
     assert numbered.summary.unrecognized == plain.summary.unrecognized
+
+
+def test_one_cut_at_a_terminal_width_that_splits_a_word_is_a_wrap(tmp_path: Path) -> None:
+    line = (
+        "fail to new train...e= NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:272, "
+        "unhandled system error"
+    )
+    assert detect_wrap([line[:80], line[80:]]) == 80
+    # A line that is 80 long by chance, then a line of its own: no wrap.
+    assert detect_wrap(["E" * 79 + ".", "Traceback (most recent call last):"]) is None
+    assert detect_wrap([line[:79], line[79:]]) is None  # no terminal's width
+    log = tmp_path / "error.log"
+    log.write_text(f"{line[:80]}\n{line[80:]}\n")
+    verdict = analyze([str(log)]).diagnosis.verdict
+    assert "ProcessGroupNCCL.cpp:272, unhandled system error" in verdict.summary
