@@ -573,6 +573,19 @@ def _ranks(index: EvidenceIndex) -> tuple[RankView, ...]:
                 first_error=next((first_error[s] for s in streams if s in first_error), None),
             )
         )
+    # Ranks that only a line's prefix names (``[rank2]: Traceback ...``): they have evidence.
+    placed = {v.rank for v in views}
+    for rank, sources in index.prefix_ranks.items():
+        if rank not in placed:
+            views.append(
+                RankView(
+                    rank=rank,
+                    host=None,
+                    pid=None,
+                    sources=tuple(sorted(sources)),
+                    state=states.get(("r", rank)),
+                )
+            )
     views.sort(key=lambda v: (v.rank is None, v.rank or 0, v.host or "", v.pid or 0))
     return tuple(views)
 
@@ -581,6 +594,7 @@ def _gaps(index: EvidenceIndex, inputs: Sequence[InputView]) -> tuple[str, ...]:
     gaps: list[str] = []
     if index.world_size:
         known = {p.rank for p in index.procs.values() if p.rank is not None}
+        known.update(index.prefix_ranks)
         missing = absent_ranks(index.world_size, known, LISTED_RANKS)
         count = index.world_size - len({r for r in known if 0 <= r < index.world_size})
         if count and known:

@@ -174,6 +174,9 @@ class EvidenceIndex:
     nccl_layout: dict[tuple[str | None, int], int | None] = field(default_factory=dict)
     """(host, NCCL's local rank) -> global rank in the largest communicator, as each process's
     ``comm ... rank R nRanks N ... localRank L`` line says; None where two ranks claim one."""
+    prefix_ranks: dict[int, set[str]] = field(default_factory=dict)
+    """Ranks that only a line's prefix names (``[rank3]:`` with no host or pid), with the
+    inputs that name them: they have evidence, though no process of theirs is known."""
     derived: dict[str, object] = field(default_factory=dict, repr=False, compare=False)
     """Facts derived from the whole index once and shared by the rules (the wait-for graph)."""
     _by_rank: dict[int, Proc] | None = field(default=None, repr=False, compare=False)
@@ -459,6 +462,11 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
             # A summary of the stream, not a line it wrote: one per stream and input.
             index.proc(stream).nccl_range = (event.low, event.high)
             continue
+        if origin.pid is None and origin.host is None and origin.rank is not None:
+            tagged = index.prefix_ranks.get(origin.rank)
+            if tagged is None:
+                tagged = index.prefix_ranks[origin.rank] = set()
+            tagged.add(event.ref.source)
         if origin.pid is not None or origin.host is not None:
             proc = index.proc(stream)
             proc.sources.add(event.ref.source)

@@ -9,6 +9,7 @@ import pytest
 from benchmarks.synth import generate
 from logsleuth.api import analyze
 from logsleuth.model.diagnosis import Diagnosis
+from logsleuth.report.common import overview_rows
 
 NCCL = Path(__file__).resolve().parents[2] / "fixtures" / "real" / "nccl"
 
@@ -66,3 +67,16 @@ def test_first_nccl_warn_of_a_process_is_its_first_error() -> None:
         "NET/IB : Got completion from peer 172.36.143.59<44206> with status=12"
     )
     assert first.evidence is not None and first.evidence.line == 1
+
+
+def test_a_rank_only_a_prefix_names_has_evidence(tmp_path: Path) -> None:
+    # torch's excepthook tags each line with its rank; nothing names a host or pid.
+    log = tmp_path / "train.log"
+    log.write_text(
+        "[rank2]: Traceback (most recent call last):\n"
+        '[rank2]:   File "/job/train.py", line 12, in <module>\n'
+        "[rank2]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+    )
+    diagnosis = analyze([str(log)]).diagnosis
+    assert [(v.rank, v.sources) for v in diagnosis.ranks] == [(2, ("train.log",))]
+    assert ("ranks with evidence", "rank 2") in overview_rows(diagnosis)
