@@ -127,6 +127,8 @@ PASTE_FORMS: dict[str, Callable[[int, str], str]] = {
     "numbered by cat -n": lambda n, line: f"{n + 1:6d}\t{line}",
     "numbered by a web viewer": lambda n, line: f"{n + 1:4d}  {line}",
     "from docker compose logs": lambda n, line: f"trainer-1  | {line}",
+    "tagged by the job on every line": lambda n, line: f"[job-7f3a][trainer] {line}",
+    "stamped with POSIX time": lambda n, line: f"1732527600.{n:03d} {line}",
     "from kubectl logs --prefix": lambda n, line: f"[pod/trainer-worker-0/pytorch] {line}",
     "with CRLF line ends": lambda n, line: f"{line}\r",
     "with tabs for indentation": lambda n, line: re.sub(

@@ -165,6 +165,8 @@ NUMBERING_SCHEMES: dict[str, re.Pattern[str]] = {
     "stamp": re.compile(r"(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d)(?:[.,](\d+))? "),
     # ... or syslog's (journalctl, /var/log/messages), with the host and program[pid].
     "syslog": re.compile(f"{_SYSLOG_TIME}(?:{_SYSLOG_WRITER})? "),
+    # A collector's POSIX time in seconds (``1732527600.123 ``) or milliseconds.
+    "epoch": re.compile(r"(1\d{9}|1\d{12})(?:\.(\d{1,9}))? "),
     # grep's line numbers (``grep -n``: ``1234:``, ``1236-`` for a context line), after the
     # file's name when several files were searched (``grep -rn``: ``logs/rank3.log:1234:``).
     "grep": re.compile(r"(?:((?:[\w.\-]+/)*[\w.\-]*\.[A-Za-z]\w{0,5})[:-])?(\d{1,9})[:-]"),
@@ -460,6 +462,12 @@ def detect_numbering(sample: Sequence[str]) -> str | None:
             continue
         if name == "srun" and _all_rising([int(n) for n in numbers]):
             continue  # an srun label repeats (a task writes many lines); line numbers do not
+        if name == "epoch":
+            values = [float(n) for n in numbers]
+            steady = sum(1 for a, b in pairwise(values) if b >= a)
+            if steady * 10 >= (len(values) - 1) * 8:
+                return name
+            continue
         if name in ("srun", "stamp", "syslog"):
             return name
         if name == "pdsh":
@@ -538,6 +546,52 @@ def detect_indent(sample: Sequence[str]) -> str:
     return common
 
 
+_MIN_LEAD_LINES = 3
+_DEVICE_ONLY = re.compile(r"\[-?\d+\]\s")
+
+
+def detect_lead(sample: Sequence[str]) -> str:
+    """Return text every non-blank line of ``sample`` (cleaned lines) begins with, that no
+    known prefix explains and after which lines begin as lines of their own, or "".
+
+    A job's own tag on every line (``[job-7f3a][trainer] ``) hides the starts of the
+    block formats behind it (a stack dump's headers, torchrun's failure summary); messages
+    are found anywhere in a line, but those blocks are read from their lines' starts. The
+    tag must end in a blank, must not be a prefix :func:`strip_prefixes` knows (it keeps
+    what those say) or the start of a message (a file of one message logged again and again
+    shares its words), and taking it off must let more lines begin like lines.
+    """
+    lines = [line for line in sample if line.strip()]
+    if len(lines) < _MIN_LEAD_LINES or lines[0][:1] in " \t":
+        return ""
+    common = lines[0]
+    for line in lines[1:]:
+        while not line.startswith(common):
+            common = common[: len(common) - 1]
+        if not common:
+            return ""
+    cut = max(common.rfind(" "), common.rfind("\t"))
+    lead = common[: cut + 1] if cut > 0 else ""
+    # NCCL's device field alone (``[3] NCCL INFO ...``, its writer cut off) is no tag.
+    if len(lead.strip()) < 2 or _NCCL_WRITER.search(lead) or _DEVICE_ONLY.match(lead):
+        return ""
+    if begins_line(lead):
+        return ""
+    if strip_prefixes(lead + "x")[0] == "x":
+        return ""  # a known prefix: stripped line by line, with what it says
+    gained = sum(1 for line in lines if begins_line(line[len(lead) :]))
+    before = sum(1 for line in lines if begins_line(line))
+    # Behind a tag that is only brackets or a pipe (``[job-7f3a][trainer] ``, ``job-7 | ``)
+    # may stand a block no line of which begins like a log line (an ``ncclras`` status).
+    return lead if gained > before or (gained == before and _TAG.fullmatch(lead)) else ""
+
+
+_TAG = re.compile(
+    r"(?:\[[^\]]*\]|\([^)]*\)|\{[^}]*\}|<[^>]*>|[\w.\-@/]+ *\|)(?:[ \t]*(?:\[[^\]]*\]|\([^)]*\)|\{[^}]*\}|<[^>]*>|[\w.\-@/]+ *\||\|))*[ \t]+"
+)
+"""A tag of brackets or a name and a pipe, as jobs and collectors put before each line."""
+
+
 def _epoch(text: str, fraction: str | None = None) -> float | None:
     try:
         stamp = datetime.fromisoformat(text.replace("T", " "))
@@ -559,6 +613,10 @@ def _label_fields(numbering: str | None, found: re.Match[str]) -> dict[str, Any]
     a collector's stamp the time (syslog's also the host and pid)."""
     if numbering == "srun":
         return {"rank": int(found.group(1))}
+    if numbering == "epoch":
+        whole = found.group(1)
+        seconds = float(f"{whole}.{found.group(2) or 0}")
+        return {"time": seconds / 1000 if len(whole) == 13 else seconds}
     if numbering == "grep":
         # ``grep -rn`` names the file a line came from: a per-rank file's name its rank.
         named = rank_in_file_name(found.group(1)) if found.group(1) else None

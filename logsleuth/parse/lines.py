@@ -27,6 +27,7 @@ from logsleuth.parse.clean import (
     begins_line,
     clean,
     detect_indent,
+    detect_lead,
     detect_numbering,
     detect_word_wrap,
     detect_wrap,
@@ -90,12 +91,18 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
     numbering = detect_numbering(sample)
     if numbering is not None:
         sample = [strip_numbering(line, numbering)[0] for line in sample]
+    # A job's own tag on every line (``[job-7f3a][trainer] ``) goes as an indent does; a
+    # numbering scheme's label (pdsh's host, a stamp) says more and is read instead.
+    lead = detect_lead(sample) if numbering is None else ""
+    if lead:
+        sample = [line.removeprefix(lead) for line in sample]
     # Word wrap that dropped the blank at each break: the pieces are joined with one. Its
     # longest pieces share a length too, so it is told from a hard wrap first.
     word_wrap = detect_word_wrap(sample)
     wrap = detect_wrap(sample) if word_wrap is None else None
     if (
         not indent
+        and not lead
         and numbering is None
         and wrap is None
         and envelope is None
@@ -343,7 +350,9 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
     def physical(number: int, line: str) -> None:
         if indent:
             line = line.removeprefix(indent)
-        if numbering is not None:
+        if lead:
+            line = line.removeprefix(lead)
+        elif numbering is not None:
             # The label of each physical line goes before wrapped pieces are joined.
             line, label = strip_numbering(line, numbering)
             if label is not None:
@@ -354,10 +363,12 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
     is_nccl = _NCCL_LINE.search
     # A run of COLL lines of the hot shape is taken in one regex match (NcclReader.take_run);
     # a prefix scheme would change the text, so numbered or wrapped files go line by line.
-    plain = numbering is None and wrap is None and word_wrap is None and not indent
+    plain = numbering is None and wrap is None and word_wrap is None and not indent and not lead
     take_run = nccl.take_run if plain and envelope is None else None
     # Runs of plain NCCL INFO lines skip the per-line dispatch (NcclReader.take_lines).
-    take_lines = nccl.take_lines if FAST_LANE and not indent and envelope is None else None
+    take_lines = (
+        nccl.take_lines if FAST_LANE and not indent and not lead and envelope is None else None
+    )
     chunk = first
     for chunk in itertools.chain((first,), chunks):
         pos, end = 0, len(chunk)

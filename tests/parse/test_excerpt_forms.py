@@ -19,7 +19,14 @@ from logsleuth.model.nccl import NcclUnrecognized, NcclWarn
 from logsleuth.model.stacks import StackDump
 from logsleuth.model.torch import WatchdogError, WatchdogTimeout
 from logsleuth.parse.catalog import MIN_ANCHOR, load_catalog
-from logsleuth.parse.clean import detect_indent, detect_numbering, detect_word_wrap, detect_wrap
+from logsleuth.parse.clean import (
+    detect_indent,
+    detect_lead,
+    detect_numbering,
+    detect_word_wrap,
+    detect_wrap,
+    strip_prefixes,
+)
 from logsleuth.parse.discover import InputSource
 from logsleuth.parse.dispatch import InputResult, read_input
 from tests.knowledge.catalog import instantiate
@@ -618,3 +625,32 @@ def test_one_cut_at_a_terminal_width_that_splits_a_word_is_a_wrap(tmp_path: Path
     log.write_text(f"{line[:80]}\n{line[80:]}\n")
     verdict = analyze([str(log)]).diagnosis.verdict
     assert "ProcessGroupNCCL.cpp:272, unhandled system error" in verdict.summary
+
+
+def test_a_jobs_own_tag_on_every_line_is_taken_off(tmp_path: Path) -> None:
+    dump = [
+        "Process 4242: python train.py",
+        "Python v3.11.7 (/usr/bin/python3.11)",
+        "",
+        'Thread 4242 (idle): "MainThread"',
+        "    all_reduce (torch/distributed/distributed_c10d.py:2050)",
+        "    train (train.py:88)",
+    ]
+    tagged = [f"[job-7f3a][trainer] {line}" for line in dump]
+    assert detect_lead(tagged) == "[job-7f3a][trainer] "
+    log = tmp_path / "rank0.txt"
+    log.write_text("\n".join(tagged) + "\n")
+    assert analyze([str(log)]).diagnosis.stack_classes  # read as a stack dump
+    # A known prefix keeps its meaning (stripped line by line); a message logged again and
+    # again shares its words, not a tag.
+    assert detect_lead([f"[rank0]: {line}" for line in dump]) == ""
+    again = "[W socket.cpp:663] [c10d] The client socket has failed to connect to [n1]:29500 "
+    assert detect_lead([again + f"(errno: 111 - try {n})." for n in range(4)]) == ""
+
+
+def test_a_collectors_posix_time_is_a_stamp() -> None:
+    lines = [f"1732527600.{n:03d} [rank0]: step {n}" for n in range(4)]
+    assert detect_numbering(lines) == "epoch"
+    text, hint = strip_prefixes(lines[1], "epoch")
+    assert (text, hint.rank, hint.time) == ("step 1", 0, 1732527600.001)
+    assert detect_numbering([f"1732527600123 line {n}" for n in range(3)]) == "epoch"
