@@ -5,11 +5,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from logsleuth import knowledge
 from logsleuth.analysis.health import health_proofs, unproven_streams
 from logsleuth.analysis.index import EvidenceIndex
 from logsleuth.analysis.rules.base import Rule, describe, evidence_of
-from logsleuth.analysis.rules.knowledge import event_text, explained_by_knowledge, raised
+from logsleuth.analysis.rules.knowledge import explained_by_knowledge, lookup_event, raised
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.flight import FlightRecorderDump
@@ -145,9 +144,7 @@ def _unexplained(index: EvidenceIndex) -> list[Event]:
     # A framework's error about its communicator (``NCCL error in: ...``, a watchdog's
     # exception) that no entry reads is still an error: never "no failure found".
     unexplained += [
-        e
-        for e in index.torch
-        if isinstance(e, WatchdogError) and not knowledge.match(event_text(e))
+        e for e in index.torch if isinstance(e, WatchdogError) and lookup_event(e)[0] is None
     ]
     return unexplained
 

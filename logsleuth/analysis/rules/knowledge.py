@@ -84,6 +84,18 @@ def raised(message: LogMessage) -> bool:
     return _RAISED.search(message.label) is not None
 
 
+def lookup_event(event: Event) -> tuple[Hit | None, str]:
+    """Return the entry an error event's text matches, and the text it was read as."""
+    text = event_text(event)
+    hit = knowledge.lookup(text) if text else None
+    if hit is None and text and isinstance(event, WatchdogError) and event.kind == "nccl-error":
+        # ``NCCL error in: ...cpp:1269, internal error, NCCL version 2.14.3``: the result's
+        # words alone ("internal error") are read as NCCL's result.
+        text = f"NCCL error: {text}"
+        hit = knowledge.lookup(text)
+    return hit, text
+
+
 def known_messages(index: EvidenceIndex) -> list[Known]:
     """Return the events whose message text an entry of the knowledge base matches."""
     messages = index.all_of(LogMessage)
@@ -99,13 +111,7 @@ def known_messages(index: EvidenceIndex) -> list[Known]:
     events += [d for d in index.dumps if d.reason]
     found: list[Known] = []
     for event in events:
-        text = event_text(event)
-        hit = knowledge.lookup(text) if text else None
-        if hit is None and isinstance(event, WatchdogError) and event.kind == "nccl-error":
-            # ``NCCL error in: ...cpp:1269, internal error, NCCL version 2.14.3``: the
-            # result's words alone ("internal error") are read as NCCL's result.
-            text = f"NCCL error: {text}"
-            hit = knowledge.lookup(text)
+        hit, text = lookup_event(event)
         if hit is None and isinstance(event, LogMessage) and event.label:
             # The catalog may have typed the line by a message quoted inside another (a
             # desync report cut at a width, read as the fingerprint after its first words):
