@@ -331,6 +331,23 @@ def _quick_shape(found: re.Match[str]) -> _Shape:
     return _Thread(PYSPY, number, found["state"], found["name"][1:-1])
 
 
+_BARE_FRAMES = {
+    PYSPY: (re.compile(r" {0,3}[^\s(][^()]* \([^()\s]+(?::\d+|\.so[^()\s]*)\)$"), " " * 4),
+    FAULTHANDLER: (re.compile(r' ?File (?:".*"|\?\?\?), line (?:\d+|\?\?\?) in '), " " * 2),
+}
+"""Frame lines that lost their indentation (a page that collapsed blanks, a paste trimmed at
+the margin), and the indentation their format gives them."""
+
+
+def _reindented(text: str, fmt: str) -> _FrameShape | None:
+    """Read ``text`` as a frame of an open dump of format ``fmt`` whose indentation was lost."""
+    bare = _BARE_FRAMES.get(fmt)
+    if bare is None or not bare[0].match(text):
+        return None
+    shape = _parse_line(bare[1] + text.lstrip())
+    return shape if isinstance(shape, _FrameShape) and shape.fmt == fmt else None
+
+
 @lru_cache(maxsize=1 << 16)
 def _parse_line(text: str) -> _Shape | None:
     """Parse one line with the ``start`` rule of ``pyspy.lark``; None when it has no known shape.
@@ -584,6 +601,8 @@ class StackReader(Reader):
         """Offer ``line``; return True when it belongs to a stack dump or a py-spy error."""
         text = line.text.rstrip()
         shape = _parse_line(text) if self._may_take(text) else None
+        if shape is None and self._dump is not None and not self._dump.in_header:
+            shape = _reindented(text, self._dump.fmt)
         if self._error is not None:
             if isinstance(shape, _Error) and not shape.start:
                 self._error.lines.append(line.no)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
@@ -424,3 +425,34 @@ def test_no_log_fixture_grows_a_headless_dump() -> None:
         for event in read(path.read_bytes(), path.name).events:
             if isinstance(event, StackDump):
                 assert not opened_at_a_frame(event), f"{path}:{event.ref.line}"
+
+
+@pytest.mark.parametrize(
+    "form",
+    [lambda line: line.lstrip(), lambda line: re.sub(" +", " ", line)],
+    ids=["indentation lost", "blanks collapsed"],
+)
+def test_frames_that_lost_their_indentation_stay_frames(form: Callable[[str], str]) -> None:
+    # A page that collapses blanks, or a paste trimmed at the margin: the frames of an open
+    # dump are still its frames, quoted as they stand.
+    dump = (
+        "Process 46930: python -u main.py --local_rank=0\n"
+        "Python v3.11.2 (/usr/bin/python3.11)\n\n"
+        'Thread 46930 (idle): "MainThread"\n'
+        "    wait (torch/utils/file_baton.py:42)\n"
+        "    jit_load (deepspeed/ops/op_builder/builder.py:480)\n"
+        "    <module> (main.py:328)\n"
+        "Traceback (most recent call last):\n"
+        '  File "/job/train.py", line 9, in <module>\n'
+        "    step()\n"
+        "RuntimeError: later (not a frame)\n"
+    )
+    events = read("".join(form(line) + "\n" for line in dump.splitlines()).encode()).events
+    (stack,) = [e for e in events if isinstance(e, StackDump)]
+    assert [f.func for f in stack.threads[0].frames] == ["wait", "jit_load", "<module>"]
+    # The traceback after the dump is no frame of it.
+    assert any(
+        "later" in f"{e.text} {getattr(e, 'exc_message', '')}"
+        for e in events
+        if not isinstance(e, StackDump)
+    )
