@@ -156,5 +156,16 @@ def _analyze(
         more = f" (and {len(problems) - 4} more)" if len(problems) > 4 else ""
         raise NoAnalysableInput("no analysable input", reasons + more, problems)
     diagnosis = diagnose(events, summaries, __version__)
+    if names:
+        # The report names a machine by NCCL's hostname; the reader may know it by the
+        # collector's name only.
+        aliases: dict[str, set[str]] = {}
+        for collector, own in names.items():
+            aliases.setdefault(own, set()).add(collector)
+        job = replace(
+            diagnosis.job,
+            host_aliases=tuple((h, tuple(sorted(n))) for h, n in sorted(aliases.items())),
+        )
+        diagnosis = replace(diagnosis, job=job)
     files = tuple(s.path for s in sources if s.path is not None and not s.name.startswith("<"))
     return Analysis(diagnosis=diagnosis, problems=tuple(problems), files=files)

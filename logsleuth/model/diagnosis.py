@@ -202,6 +202,10 @@ class JobView:
     torch_version: str | None = None
     launcher: str | None = None
     time_range: tuple[str, str] | None = None
+    host_aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """(host as the report names it, the other names the evidence gives the same machine): a
+    docker compose service, a pod of ``kubectl logs --prefix``, a Ray worker's address, read
+    as one host with NCCL's hostname on the same lines."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -308,6 +308,13 @@ def overview_rows(d: Diagnosis) -> list[tuple[str, str]]:
         rows.append(("world size", f"{job.world_size} {plural(job.world_size, 'rank')}"))
     seen = rank_set(ranks, job.world_size)[0] if ranks else "none"
     rows.append(("ranks with evidence", seen))
+    if job.host_aliases:
+        rows.append(
+            (
+                "hosts also named",
+                "; ".join(f"{host} is {', '.join(names)}" for host, names in job.host_aliases),
+            )
+        )
     if job.world_size:
         count = job.world_size - len([r for r in ranks if 0 <= r < job.world_size])
         missing = absent_ranks(job.world_size, ranks, LISTED_RANKS)

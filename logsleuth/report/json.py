@@ -87,6 +87,7 @@ def _job(j: JobView) -> dict[str, object]:
         "torch_version": j.torch_version,
         "launcher": j.launcher,
         "time_range": list(j.time_range) if j.time_range is not None else None,
+        "host_aliases": {host: sorted(set(names)) for host, names in sorted(j.host_aliases)},
     }
 
 

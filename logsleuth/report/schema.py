@@ -101,6 +101,10 @@ _SHAPES: dict[tuple[type, str], JSONSchema] = {
         },
         "description": "Processes that only waited: the node and the edge that makes it a victim.",
     },
+    (d.JobView, "host_aliases"): _mapping(
+        {"type": "array", "items": _STRING},
+        "Host as the report names it -> the other names the evidence gives the same machine.",
+    ),
     (d.Verdict, "kind"): {"enum": list(d.KINDS)},
     (d.Finding, "kind"): {"enum": list(d.KINDS)},
     (d.Finding, "severity"): {"enum": list(d.SEVERITIES)},

@@ -20,6 +20,8 @@ from logsleuth.model.torch import PythonTraceback, WatchdogTimeout
 from logsleuth.parse.discover import InputSource
 from logsleuth.parse.dispatch import InputResult, read_input
 from logsleuth.parse.hostnames import renames
+from logsleuth.report.common import overview_rows
+from logsleuth.report.json import build_json
 
 WATCHDOG = (
     "[rank{rank}]:[E1123 09:40:00.000000 20{rank} torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:632] "
@@ -308,3 +310,18 @@ def test_only_a_one_to_one_pairing_renames_a_host(
     pairs: list[tuple[str, str]], expected: dict[str, str]
 ) -> None:
     assert renames(pairs) == expected
+
+
+def test_the_report_says_which_collector_name_a_hostname_stands_for(tmp_path: Path) -> None:
+    # The verdict names NCCL's hostname; the reader may know the machine by its service only.
+    (tmp_path / "compose.log").write_text(
+        "trainer-1  | a1b2c3:212:212 [0] NCCL INFO Bootstrap : Using eth0:172.18.0.2<0>\n"
+        "trainer-1  | a1b2c3:212:240 [0] misc/socket.cc:49 NCCL WARN socketProgress: "
+        "Connection closed by remote peer d4e5f6<50321>\n"
+        "trainer-1  | RuntimeError: boom\n"
+    )
+    diagnosis = analyze([str(tmp_path)]).diagnosis
+    assert diagnosis.job.host_aliases == (("a1b2c3", ("trainer-1",)),)
+    assert ("hosts also named", "a1b2c3 is trainer-1") in overview_rows(diagnosis)
+    job = build_json(diagnosis)["job"]
+    assert isinstance(job, dict) and job["host_aliases"] == {"a1b2c3": ["trainer-1"]}

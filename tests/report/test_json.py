@@ -115,6 +115,7 @@ def test_job_maps_each_nccl_version_to_its_ranks() -> None:
         "torch_version": "2.13.0",
         "launcher": "torchrun",
         "time_range": ["2026-03-21 01:58:40", "2026-03-21 02:07:09"],
+        "host_aliases": {},
     }
 
 
