@@ -427,3 +427,37 @@ def test_torchruns_failed_worker_is_named_by_pid_and_local_rank(tmp_path: Path) 
     verdict = analyze([str(log)]).diagnosis.verdict
     assert (verdict.kind, verdict.culprit_pids) == ("process-died", (4521,))
     assert "pid 4521 (local rank 2)" in analyze([str(log)]).diagnosis.findings[0].detail
+
+
+@pytest.mark.parametrize(
+    ("message", "code", "kind"),
+    [
+        # A lone notice that the watchdog takes the process down proves a failure.
+        (
+            "Some NCCL operations have failed or timed out. Due to the asynchronous nature of "
+            "CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.",
+            "LS702",
+            "inconclusive",
+        ),
+        (
+            "[c10d] TCP client failed to connect/validate to host node1:29500 - timed out "
+            "(try=3, timeout=600000ms): Connection timed out",
+            "LS701",
+            "bootstrap-failure",
+        ),
+        # c10's own error line that no entry knows is still an error.
+        (
+            "[c10d] TCPStoreMasterDaemon::run() failed with exception: boom",
+            "LS001",
+            "inconclusive",
+        ),
+    ],
+    ids=["taken-down", "tcp-client", "unknown-c10-error"],
+)
+def test_c10_error_lines_are_never_no_failure(
+    tmp_path: Path, message: str, code: str, kind: str
+) -> None:
+    log = tmp_path / "rank0.log"
+    log.write_text(f"[E1125 10:00:00.000000 42 TCPStore.cpp:100] {message}\n")
+    verdict = analyze([str(log)]).diagnosis.verdict
+    assert (verdict.code, verdict.kind) == (code, kind)

@@ -14,7 +14,7 @@ from logsleuth.model.diagnosis import Finding
 from logsleuth.model.flight import FlightRecorderDump
 from logsleuth.model.messages import LogMessage
 from logsleuth.model.ranks import LISTED_RANKS, absent_ranks, format_ranks
-from logsleuth.model.torch import WatchdogError
+from logsleuth.model.torch import LauncherEvent, WatchdogError
 
 
 class Inconclusive(Rule):
@@ -146,7 +146,18 @@ def _unexplained(index: EvidenceIndex) -> list[Event]:
     unexplained += [
         e for e in index.torch if isinstance(e, WatchdogError) and lookup_event(e)[0] is None
     ]
+    # c10's own error lines (``[E1125 ... TCPStoreBackend.cpp:100] [c10d] ... failed``): the
+    # glog severity letter says error, whether or not an entry knows the message.
+    unexplained += [
+        e
+        for e in index.all_of(LauncherEvent)
+        if _C10_ERROR.match(e.text) and lookup_event(e)[0] is None
+    ]
     return unexplained
+
+
+_C10_ERROR = re.compile(r"\[?[EF]\d{4} \d\d:\d\d:\d\d")
+"""A c10 / glog line logged at ERROR or FATAL (``[E1125 10:00:00.000000 42 file.cpp:100]``)."""
 
 
 _ERROR_LEVELS = frozenset(
