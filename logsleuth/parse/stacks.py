@@ -801,7 +801,11 @@ class StackReader(Reader):
     def _start(self, line: Line, shape: _Shape | None) -> bool:
         """Open a dump or an error message at ``line``; return False when it opens neither."""
         if isinstance(shape, _Error):
+            # Only py-spy's own errors open one: ``RuntimeError: Error: Custom DeepSpeed
+            # backend called ...`` is another program's message behind its exception type.
             if not shape.start or _known_elsewhere(shape.text):
+                return False
+            if not _PYSPY_ERRORS.search(shape.text):
                 return False
             self._error = _ErrorBuilder(line, shape.text, [line.no])
             return True

@@ -456,3 +456,16 @@ def test_frames_that_lost_their_indentation_stay_frames(form: Callable[[str], st
         for e in events
         if not isinstance(e, StackDump)
     )
+
+
+def test_an_error_behind_an_exception_type_is_no_py_spy_error(tmp_path: Path) -> None:
+    # DeepSpeed raises ``RuntimeError("Error: Custom DeepSpeed backend ...")``: its message
+    # begins like py-spy's error output, but the line is the exception's.
+    log = tmp_path / "train.log"
+    log.write_text(
+        "RuntimeError: Error: Custom DeepSpeed backend called without initializing DeepSpeed "
+        "distributed.\n"
+    )
+    diagnosis = analyze([str(log)]).diagnosis
+    assert [(i.kind, i.recognized) for i in diagnosis.inputs] == [("log", 1)]
+    assert diagnosis.verdict.code == "LS001"
