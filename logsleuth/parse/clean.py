@@ -10,7 +10,8 @@ artefacts (``> `` quote markers, markdown fences) are stripped and what they say
 an :class:`~logsleuth.model.base.Origin` hint. Line-number prefixes from log viewers
 (``451 ``, ``[80746] ``), srun labels and pdsh host labels (``gpu-a01: ``) are ambiguous on
 a single line, so they are only stripped when most of a file carries them
-(:func:`detect_numbering`).
+(:mod:`logsleuth.parse.numbering`). A file's constant indent or tag (:func:`detect_indent`,
+:func:`detect_lead`) and a terminal's wrap (:func:`detect_wrap`) are read from a sample too.
 """
 
 from __future__ import annotations
@@ -20,11 +21,18 @@ import html
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from datetime import datetime, timezone
-from itertools import pairwise
 from typing import Any
 
-from logsleuth.model.base import NO_ORIGIN, Origin, rank_in_file_name
+from logsleuth.model.base import NO_ORIGIN, Origin
+from logsleuth.parse.numbering import (
+    MONTHS,
+    NCCL_WRITER,
+    NUMBERING_SCHEMES,
+    SYSLOG_LINE,
+    epoch_seconds,
+    label_fields,
+    syslog_seconds,
+)
 
 _ANSI = re.compile(
     r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]"
@@ -136,55 +144,6 @@ PREFIX_FIRST = frozenset("[(>0123456789`~ ")
 _HEX_FIRST = frozenset("0123456789abcdef")
 """First characters of a container id (Determined's, after its time)."""
 _RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
-
-_SYSLOG_TIME = r"([A-Z][a-z]{2}) +(\d\d?) (\d\d:\d\d:\d\d)(?:[.,]\d+)?"
-"""Syslog's time: month, day and clock (no year)."""
-_SYSLOG_WRITER = r" ([A-Za-z][\w.\-]{0,62}) (?:[\w.\-/]{1,64}?\[(\d{1,9})\]|kernel):"
-"""Syslog's writer: the host, then program[pid], or the kernel (which has no pid)."""
-
-_WIDEST_SEPARATOR = 8
-"""The most blanks a viewer puts between a line's number and its text."""
-_VIEWER_SEPARATOR = re.compile(r"\s*\d{1,9}( +)(?=\S)")
-NUMBERING_SCHEMES: dict[str, re.Pattern[str]] = {
-    # A viewer puts blanks between the number and the text (``less -N`` one, vim's and
-    # many web viewers' more); ``cat -n`` a tab. The text keeps its own indentation (a stack
-    # frame's): a file's separator is its narrowest (see ``_viewer_scheme``).
-    "viewer": re.compile(r"\s*(\d{1,9})(?:\t| |\s*$)"),
-    **{
-        f"viewer{width}": re.compile(f"\\s*(\\d{{1,9}})(?:\\t| {{{width}}}|\\s*$)")
-        for width in range(2, _WIDEST_SEPARATOR + 1)
-    },
-    "bracket": re.compile(r"\[(\d{1,9})\]\s(?=\S)"),
-    "srun": re.compile(r"\s*(\d{1,6}):\s"),
-    "pdsh": re.compile(r"([A-Za-z][\w.\-]{0,62}): "),
-    # stern (``stern -l job-name=train``): "<pod> <container> <line>", the pod a DNS name.
-    "stern": re.compile(
-        r"([a-z0-9][a-z0-9.\-]{0,62}-[a-z0-9.\-]*[a-z0-9]) ([a-z0-9][a-z0-9\-]{0,62}) "
-    ),
-    # A collector's time without brackets: ISO date and time (``ts``, log shippers) ...
-    "stamp": re.compile(r"(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d)(?:[.,](\d+))? "),
-    # ... or syslog's (journalctl, /var/log/messages), with the host and program[pid].
-    "syslog": re.compile(f"{_SYSLOG_TIME}(?:{_SYSLOG_WRITER})? "),
-    # A collector's POSIX time in seconds (``1732527600.123 ``) or milliseconds.
-    "epoch": re.compile(r"(1\d{9}|1\d{12})(?:\.(\d{1,9}))? "),
-    # grep's line numbers (``grep -n``: ``1234:``, ``1236-`` for a context line), after the
-    # file's name when several files were searched (``grep -rn``: ``logs/rank3.log:1234:``).
-    "grep": re.compile(r"(?:((?:[\w.\-]+/)*[\w.\-]*\.[A-Za-z]\w{0,5})[:-])?(\d{1,9})[:-]"),
-}
-"""Prefixes that are only trusted when a whole file carries them."""
-_SLURM_OWN = re.compile(r"\s*(?:srun|slurmstepd|salloc|sbatch)(?:\[\d+\])?: ")
-"""A line Slurm wrote itself, beside the labelled lines of its tasks."""
-_SYSLOG_LINE = re.compile(f"{_SYSLOG_TIME}{_SYSLOG_WRITER} ")
-"""A whole syslog prefix (time, host, program[pid], or the kernel, which has no pid):
-unmistakable on any line, as when a ticket pastes ``journalctl -k`` lines (``kernel: NVRM:
-Xid ...``) among others."""
-_NCCL_WRITER = re.compile(r"[^\s:\[\]]+:\d+:\d+ (?:\[-?\d+\] |NCCL )")
-"""The ``host:pid:tid`` an NCCL line begins with (see ``_LINE_START``)."""
-_NUMBERED = re.compile(
-    r"\s*\d|\[\d|[A-Za-z][\w.\-]{0,62}: |[A-Z][a-z]{2} +\d|[a-z0-9][a-z0-9.\-]*-[a-z0-9.\-]* [a-z0-9]"
-    r"|[\w.\-/]+[:-]\d"
-)
-"""What every line a numbering scheme matches begins with."""
 
 
 _ENTITY = re.compile(r"&(?:lt|gt|amp|quot|apos|nbsp|#\d{1,6}|#x[0-9a-fA-F]{1,6});")
@@ -426,95 +385,6 @@ def line_starts(text: str) -> Iterator[int]:
         yield found.start()
 
 
-def detect_numbering(sample: Sequence[str]) -> str | None:
-    """Return the numbering scheme most of ``sample`` (cleaned lines) carries, or None.
-
-    ``viewer`` and ``bracket`` must also count upwards; ``srun`` labels need not.
-    """
-    lines = [line for line in sample if line.strip()]
-    if len(lines) < 2:
-        return None
-    # Every file is sampled: one pass of the schemes' common start first (most files have
-    # none), the schemes one by one only when enough lines could carry one.
-    if sum(1 for line in lines if _NUMBERED.match(line)) * 10 < len(lines) * 6:
-        return None
-    # Slurm's own lines in an srun --label log (``srun: error: HOST: task 9: Exited ...``)
-    # carry no label: they are not counted for or against it.
-    unlabelled = sum(1 for line in lines if _SLURM_OWN.match(line))
-    for name, pattern in NUMBERING_SCHEMES.items():
-        if name.startswith("viewer") and name != "viewer":
-            continue  # chosen by the "viewer" scheme's separator
-        numbers = [m.group(1) for line in lines if (m := pattern.match(line))]
-        among = len(lines) - unlabelled if name == "srun" else len(lines)
-        if len(numbers) < 2 or len(numbers) * 10 < among * 6:
-            continue
-        if name == "grep":
-            # Line numbers of one file rise (with gaps: grep prints the lines that match);
-            # a host's pid after its name (``node1.cluster:4411:``) repeats.
-            found = [m for line in lines if (m := pattern.match(line))]
-            rising = sum(
-                1
-                for a, b in pairwise(found)
-                if a.group(1) != b.group(1) or int(b.group(2)) > int(a.group(2))
-            )
-            if rising * 10 >= (len(found) - 1) * 9 and len({m.group(2) for m in found}) > 1:
-                return name
-            continue
-        if name == "srun" and _all_rising([int(n) for n in numbers]):
-            continue  # an srun label repeats (a task writes many lines); line numbers do not
-        if name == "epoch":
-            values = [float(n) for n in numbers]
-            steady = sum(1 for a, b in pairwise(values) if b >= a)
-            if steady * 10 >= (len(values) - 1) * 8:
-                return name
-            continue
-        if name in ("srun", "stamp", "syslog"):
-            return name
-        if name == "pdsh":
-            # pdsh labels name a few hosts, and the NCCL lines behind them name the same
-            # host; "RuntimeError: " or "Epoch: " lines do neither.
-            found = [m for line in lines if (m := pattern.match(line))]
-            labels = {m.group(1) for m in found}
-            echoed = any(m.string.startswith(f"{m.group(1)}:", m.end()) for m in found)
-            # Without an NCCL line to echo it (a stack dump, a launcher log run under
-            # pdsh), a label must look like a host name: it holds a digit.
-            hostlike = not any(_NCCL_WRITER.search(m.string) for m in found) and all(
-                any(c.isdigit() for c in label) for label in labels
-            )
-            if (echoed or hostlike) and len(labels) * 3 <= len(found):
-                return name
-            continue
-        if name == "stern":
-            # A few pods, each with one or two containers, on every line; a sentence's first
-            # words ("loss-scale is ...") are not one name over and over.
-            found = [m for line in lines if (m := pattern.match(line))]
-            pods = {m.group(1) for m in found}
-            containers = {m.group(2) for m in found}
-            few = len(containers) <= max(2, len(pods) * 2) and len(pods) * 2 <= len(found)
-            if few and all(any(c.isdigit() for c in pod) for pod in pods):
-                return name
-            continue
-        values = [int(n) for n in numbers]
-        # Line numbers count up by one; columns of numbers in a table (nccl-tests rows) do not.
-        rising = sum(1 for a, b in pairwise(values) if b == a + 1)
-        if rising * 10 >= (len(values) - 1) * 8:
-            return _viewer_scheme(lines) if name == "viewer" else name
-    return None
-
-
-def _all_rising(values: Sequence[int]) -> bool:
-    """Say whether ``values`` (more than two) rise from each to the next."""
-    return len(values) > 2 and all(b > a for a, b in pairwise(values))
-
-
-def _viewer_scheme(lines: Sequence[str]) -> str:
-    """The viewer scheme of numbered ``lines``: the narrowest run of blanks between a number
-    and its text is the viewer's separator; wider runs hold the text's own indentation."""
-    widths = [len(m.group(1)) for line in lines if (m := _VIEWER_SEPARATOR.match(line))]
-    width = min(widths, default=1)
-    return "viewer" if width <= 1 else f"viewer{min(width, _WIDEST_SEPARATOR)}"
-
-
 _FRAME_ONLY = re.compile(
     r"[ \t]+(?:File \"|\S+ \([^()\s]*:\d+\)$|(?:0x[0-9a-fA-F]+|\S+) \([^()\s]*\.so\b[^()\s]*\)$"
     r"|0x[0-9a-fA-F]+ \([^()]*\)$)"
@@ -573,7 +443,7 @@ def detect_lead(sample: Sequence[str]) -> str:
     cut = max(common.rfind(" "), common.rfind("\t"))
     lead = common[: cut + 1] if cut > 0 else ""
     # NCCL's device field alone (``[3] NCCL INFO ...``, its writer cut off) is no tag.
-    if len(lead.strip()) < 2 or _NCCL_WRITER.search(lead) or _DEVICE_ONLY.match(lead):
+    if len(lead.strip()) < 2 or NCCL_WRITER.search(lead) or _DEVICE_ONLY.match(lead):
         return ""
     if begins_line(lead):
         return ""
@@ -592,75 +462,9 @@ _TAG = re.compile(
 """A tag of brackets or a name and a pipe, as jobs and collectors put before each line."""
 
 
-def _epoch(text: str, fraction: str | None = None) -> float | None:
-    try:
-        stamp = datetime.fromisoformat(text.replace("T", " "))
-    except ValueError:
-        return None
-    seconds = stamp.replace(tzinfo=timezone.utc).timestamp()
-    if fraction:
-        seconds += float("0." + fraction)
-    return seconds
-
-
 def _with(hint: Origin, **changes: Any) -> Origin:
     """``replace(hint, **changes)``; the usual first prefix of a line builds one directly."""
     return Origin(**changes) if hint is NO_ORIGIN else replace(hint, **changes)
-
-
-def _label_fields(numbering: str | None, found: re.Match[str]) -> dict[str, Any]:
-    """What a numbering prefix says about the writer: an srun label its rank, pdsh its host,
-    a collector's stamp the time (syslog's also the host and pid)."""
-    if numbering == "srun":
-        return {"rank": int(found.group(1))}
-    if numbering == "epoch":
-        whole = found.group(1)
-        seconds = float(f"{whole}.{found.group(2) or 0}")
-        return {"time": seconds / 1000 if len(whole) == 13 else seconds}
-    if numbering == "grep":
-        # ``grep -rn`` names the file a line came from: a per-rank file's name its rank.
-        named = rank_in_file_name(found.group(1)) if found.group(1) else None
-        return {"rank": named} if named is not None else {}
-    if numbering in ("pdsh", "stern"):
-        return {"host": found.group(1)}
-    if numbering == "stamp":
-        return {"time": _epoch(found.group(1), found.group(2))}
-    if numbering == "syslog":
-        month, day, clock, host, pid = found.groups()
-        fields: dict[str, Any] = {"time": _syslog_seconds(month, day, clock)}
-        if host is not None:
-            fields["host"] = host
-        if pid is not None:
-            fields["pid"] = int(pid)
-        return fields
-    return {}
-
-
-_MONTHS = {name: number for number, name in enumerate(calendar.month_abbr) if name}
-
-
-def _syslog_seconds(month: str, day: str, clock: str) -> float | None:
-    """POSIX seconds of a syslog time, which has no year: 1970's, as the NCCL reader reads
-    the same form in front of an NCCL prefix (only differences between times are used)."""
-    number = _MONTHS.get(month)
-    if number is None or not 1 <= int(day) <= 31:
-        return None
-    hour, minute, second = (int(part) for part in clock.split(":"))
-    return float(calendar.timegm((1970, number, int(day), hour, minute, second, 0, 0, 0)))
-
-
-def strip_numbering(line: str, numbering: str) -> tuple[str, tuple[Origin, str] | None]:
-    """Strip the numbering prefix of scheme ``numbering`` from the start of ``line``.
-
-    Returns the rest, and what the prefix said with the prefix itself (None when the line
-    does not begin with one). Each physical line carries its own, so it goes before wrapped
-    pieces are joined.
-    """
-    found = NUMBERING_SCHEMES[numbering].match(line)
-    if found is None:
-        return line, None
-    fields = _label_fields(numbering, found)
-    return line[found.end() :], (Origin(**fields) if fields else NO_ORIGIN, found.group())
 
 
 def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin]:
@@ -672,7 +476,7 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
     if (
         numbering is None
         and line[:1] not in PREFIX_FIRST
-        and line[:3] not in _MONTHS
+        and line[:3] not in MONTHS
         and "[repeated" not in line
         and not line.startswith(_LEVEL_WORDS)
         and " |" not in line[:80]
@@ -687,7 +491,7 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
     for _ in range(6):
         before = text
         if scheme is not None and (m := scheme.match(text)):
-            hint = _with(hint, **_label_fields(numbering, m))
+            hint = _with(hint, **label_fields(numbering, m))
             text = text[m.end() :]
             scheme = None  # a file is numbered once
         if text.startswith("["):
@@ -706,10 +510,10 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
                 hint = _with(hint, rank=int(m.group(1)))
                 text = text[m.end() :]
             elif m := _AIRFLOW.match(text):
-                hint = _with(hint, time=_epoch(m.group(1) + " " + m.group(2), m.group(3)))
+                hint = _with(hint, time=epoch_seconds(m.group(1) + " " + m.group(2), m.group(3)))
                 text = text[m.end() :]
             elif m := _BRACKET_TIME.match(text):
-                hint = _with(hint, time=_epoch(m.group(1), m.group(2)))
+                hint = _with(hint, time=epoch_seconds(m.group(1), m.group(2)))
                 if m.group(3) and (tp := _tp_rank(m.group(3))) is not None:
                     hint = _with(hint, rank=tp)
                 text = text[m.end() :]
@@ -740,10 +544,10 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
             text = text[m.end() :]
         elif text[:1].isdigit():
             if m := _LOGGER_HEAD.match(text):
-                hint = _with(hint, time=_epoch(m.group(1), m.group(2)))
+                hint = _with(hint, time=epoch_seconds(m.group(1), m.group(2)))
                 text = text[m.end() :]
             elif m := _ISO.match(text):
-                hint = _with(hint, time=_epoch(m.group(1)))
+                hint = _with(hint, time=epoch_seconds(m.group(1)))
                 text = text[m.end() :]
                 if m := (
                     _CLOUDWATCH_STREAM.match(text)
@@ -759,10 +563,10 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
         elif text.startswith(_LEVEL_WORDS) and (m := _VLLM.match(text)):
             month, day, clock = m.groups()
             name = calendar.month_abbr[int(month)] if 1 <= int(month) <= 12 else ""
-            hint = _with(hint, time=_syslog_seconds(name, day, clock))
+            hint = _with(hint, time=syslog_seconds(name, day, clock))
             text = text[m.end() :]
-        elif text[:3] in _MONTHS and (m := _SYSLOG_LINE.match(text)):
-            hint = _with(hint, **_label_fields("syslog", m))
+        elif text[:3] in MONTHS and (m := SYSLOG_LINE.match(text)):
+            hint = _with(hint, **label_fields("syslog", m))
             text = text[m.end() :]
         elif text.startswith(">") and (m := _QUOTE.match(text)):
             text = text[m.end() :]

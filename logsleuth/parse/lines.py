@@ -28,11 +28,9 @@ from logsleuth.parse.clean import (
     clean,
     detect_indent,
     detect_lead,
-    detect_numbering,
     detect_word_wrap,
     detect_wrap,
     line_starts,
-    strip_numbering,
     strip_prefixes,
     word_wrapped,
 )
@@ -42,6 +40,7 @@ from logsleuth.parse.envelope import Envelope, detect_envelope
 from logsleuth.parse.gdb import GdbReader
 from logsleuth.parse.messages import MessageReader
 from logsleuth.parse.nccl import NcclReader
+from logsleuth.parse.numbering import detect_numbering, strip_numbering
 from logsleuth.parse.richtb import BOX_FIRST, RichTraceback
 from logsleuth.parse.sections import Sections, begins_section
 from logsleuth.parse.stacks import StackReader

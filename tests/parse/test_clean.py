@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from logsleuth.model.base import Origin
-from logsleuth.parse.clean import clean, detect_numbering, strip_prefixes
+from logsleuth.parse.clean import clean, strip_prefixes
+from logsleuth.parse.numbering import detect_numbering
 
 
 def test_clean_removes_cr_nul_and_ansi() -> None:

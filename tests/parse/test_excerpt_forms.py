@@ -22,13 +22,13 @@ from logsleuth.parse.catalog import MIN_ANCHOR, load_catalog
 from logsleuth.parse.clean import (
     detect_indent,
     detect_lead,
-    detect_numbering,
     detect_word_wrap,
     detect_wrap,
     strip_prefixes,
 )
 from logsleuth.parse.discover import InputSource
 from logsleuth.parse.dispatch import InputResult, read_input
+from logsleuth.parse.numbering import detect_numbering
 from tests.knowledge.catalog import instantiate
 
 ROOT = Path(__file__).resolve().parents[2]

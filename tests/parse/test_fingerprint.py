@@ -10,9 +10,10 @@ from logsleuth.analysis.index import build_index
 from logsleuth.model.base import Event
 from logsleuth.model.nccl import NcclVersionRange, NcclWarn
 from logsleuth.parse.base import Line, Sink
-from logsleuth.parse.clean import detect_numbering, strip_prefixes
+from logsleuth.parse.clean import strip_prefixes
 from logsleuth.parse.fingerprint import message_features, parse_version
 from logsleuth.parse.nccl import NcclReader
+from logsleuth.parse.numbering import detect_numbering
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "real" / "nccl"
 

@@ -34,9 +34,10 @@ from logsleuth.model.nccl import (
     NcclWarn,
 )
 from logsleuth.parse.base import Line, Sink
-from logsleuth.parse.clean import detect_numbering, strip_prefixes
+from logsleuth.parse.clean import strip_prefixes
 from logsleuth.parse.nccl import NcclReader, parse_nccl_line
 from logsleuth.parse.nccl_line import _parser
+from logsleuth.parse.numbering import detect_numbering
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "real" / "nccl"
 

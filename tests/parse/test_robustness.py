@@ -26,9 +26,10 @@ from logsleuth.model.nccl import (
     NcclVersionRange,
     NcclWarn,
 )
-from logsleuth.parse.clean import detect_numbering, strip_prefixes
+from logsleuth.parse.clean import strip_prefixes
 from logsleuth.parse.discover import InputSource
 from logsleuth.parse.dispatch import InputResult, read_input
+from logsleuth.parse.numbering import detect_numbering
 
 
 def read(text: str, keep_ops: int | None = None) -> InputResult:

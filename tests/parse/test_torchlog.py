@@ -31,7 +31,8 @@ from logsleuth.model.torch import (
     WatchdogTimeout,
 )
 from logsleuth.parse.base import Line, Sink
-from logsleuth.parse.clean import clean, detect_numbering, strip_prefixes
+from logsleuth.parse.clean import clean, strip_prefixes
+from logsleuth.parse.numbering import detect_numbering
 from logsleuth.parse.torchlog import TorchReader
 from logsleuth.parse.torchshapes import STARTS, LineTransformer
 from logsleuth.resources import read_grammar
