@@ -63,7 +63,7 @@ NCCL_WRITER = re.compile(r"[^\s:\[\]]+:\d+:\d+ (?:\[-?\d+\] |NCCL )")
 """The ``host:pid:tid`` an NCCL line begins with (see ``_LINE_START``)."""
 _NUMBERED = re.compile(
     r"\s*\d|\[\d|[A-Za-z][\w.\-]{0,62}: |[A-Z][a-z]{2} +\d|[a-z0-9][a-z0-9.\-]*-[a-z0-9.\-]* [a-z0-9]"
-    r"|[\w.\-/]+[:-]\d"
+    r"|(?:[\w.\-/]*\.[A-Za-z]\w{0,5}[:-])?\d{1,9}[:-]"  # grep's (an NCCL writer's host:pid is not)
 )
 """What every line a numbering scheme matches begins with."""
 
