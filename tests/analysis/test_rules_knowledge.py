@@ -461,3 +461,13 @@ def test_c10_error_lines_are_never_no_failure(
     log.write_text(f"[E1125 10:00:00.000000 42 TCPStore.cpp:100] {message}\n")
     verdict = analyze([str(log)]).diagnosis.verdict
     assert (verdict.code, verdict.kind) == (code, kind)
+
+
+@pytest.mark.parametrize("name", ["KeyboardInterrupt", "MemoryError", "StopIteration"])
+def test_a_builtin_exception_raised_without_a_message_is_read(tmp_path: Path, name: str) -> None:
+    # The last line of a traceback when the exception carries no message: its type alone.
+    log = tmp_path / "tail.log"
+    log.write_text(f"{name}\n")
+    diagnosis = analyze([str(log)]).diagnosis
+    assert [i.recognized for i in diagnosis.inputs] == [1]
+    assert diagnosis.verdict.code == "LS001"
