@@ -18,7 +18,7 @@ from logsleuth.model.diagnosis import Diagnosis
 from logsleuth.parse.base import InputResult
 from logsleuth.parse.discover import Problem, discover
 from logsleuth.parse.dispatch import InputReadError, ReadProgress, read_inputs
-from logsleuth.parse.hostnames import one_name, renames
+from logsleuth.parse.hostnames import by_host, one_name, renames
 from logsleuth.parse.siblings import sibling_ranks, tee_ranks, with_rank
 
 
@@ -159,13 +159,6 @@ def _analyze(
     if names:
         # The report names a machine by NCCL's hostname; the reader may know it by the
         # collector's name only.
-        aliases: dict[str, set[str]] = {}
-        for collector, own in names.items():
-            aliases.setdefault(own, set()).add(collector)
-        job = replace(
-            diagnosis.job,
-            host_aliases=tuple((h, tuple(sorted(n))) for h, n in sorted(aliases.items())),
-        )
-        diagnosis = replace(diagnosis, job=job)
+        diagnosis = replace(diagnosis, job=replace(diagnosis.job, host_aliases=by_host(names)))
     files = tuple(s.path for s in sources if s.path is not None and not s.name.startswith("<"))
     return Analysis(diagnosis=diagnosis, problems=tuple(problems), files=files)

@@ -36,7 +36,7 @@ from logsleuth.model.diagnosis import (
     RankView,
     Verdict,
 )
-from logsleuth.model.ranks import LISTED_RANKS, absent_ranks, format_ranks
+from logsleuth.model.ranks import LISTED_RANKS, absent_ranks, format_ranks, name_ranks
 from logsleuth.model.torch import LauncherEvent, TorchVersion
 
 PRECEDENCE = (
@@ -277,11 +277,13 @@ def _with_failed_call_sites(index: EvidenceIndex, findings: list[Finding]) -> li
     sites = failed_call_sites(index)
     if not sites:
         return findings
-    distinct: dict[tuple[str, str], list[int | None]] = {}
+    distinct: dict[tuple[str, str], list[int]] = {}
     for site in sites:
-        distinct.setdefault((site.collective, site.site), []).append(site.rank)
+        ranks = distinct.setdefault((site.collective, site.site), [])
+        if site.rank is not None:
+            ranks.append(site.rank)
     said = "; ".join(
-        f"{_ranks_phrase(ranks)} enqueued {collective} at {where}"
+        f"{name_ranks(ranks) if ranks else 'a rank'} enqueued {collective} at {where}"
         for (collective, where), ranks in list(distinct.items())[:3]
     )
     sentence = f" The flight recorder's stack of the failed collective: {said}."
@@ -296,13 +298,6 @@ def _with_failed_call_sites(index: EvidenceIndex, findings: list[Finding]) -> li
             )
         out.append(f)
     return out
-
-
-def _ranks_phrase(ranks: Sequence[int | None]) -> str:
-    known = sorted(r for r in ranks if r is not None)
-    if not known:
-        return "a rank"
-    return f"rank {known[0]}" if len(known) == 1 else f"ranks {format_ranks(known)}"
 
 
 def _corroborate(findings: list[Finding]) -> list[Finding]:

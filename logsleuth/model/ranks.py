@@ -26,6 +26,12 @@ def format_ranks(ranks: Iterable[int]) -> str:
     return ",".join(parts)
 
 
+def name_ranks(ranks: Iterable[int]) -> str:
+    """Name ranks for a sentence: ``rank 5``, ``ranks 0-3,6``."""
+    values = sorted(set(ranks))
+    return f"rank {values[0]}" if len(values) == 1 else f"ranks {format_ranks(values)}"
+
+
 def parse_ranks(text: str) -> tuple[int, ...]:
     """Parse the output of :func:`format_ranks` back into a sorted tuple."""
     out: set[int] = set()

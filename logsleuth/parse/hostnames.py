@@ -48,6 +48,14 @@ def renames(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
     }
 
 
+def by_host(names: dict[str, str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``names`` (collector name -> hostname) as (hostname, its collector names), sorted."""
+    aliases: dict[str, set[str]] = defaultdict(set)
+    for collector, own in names.items():
+        aliases[own].add(collector)
+    return tuple((host, tuple(sorted(n))) for host, n in sorted(aliases.items()))
+
+
 def one_name(events: tuple[Event, ...], names: dict[str, str]) -> tuple[Event, ...]:
     """``events`` with every origin host in ``names`` renamed."""
     if not names:

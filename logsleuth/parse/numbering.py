@@ -86,14 +86,14 @@ def detect_numbering(sample: Sequence[str]) -> str | None:
     for name, pattern in NUMBERING_SCHEMES.items():
         if name.startswith("viewer") and name != "viewer":
             continue  # chosen by the "viewer" scheme's separator
-        numbers = [m.group(1) for line in lines if (m := pattern.match(line))]
+        found = [m for line in lines if (m := pattern.match(line))]
+        numbers = [m.group(1) for m in found]
         among = len(lines) - unlabelled if name == "srun" else len(lines)
         if len(numbers) < 2 or len(numbers) * 10 < among * 6:
             continue
         if name == "grep":
             # Line numbers of one file rise (with gaps: grep prints the lines that match);
             # a host's pid after its name (``node1.cluster:4411:``) repeats.
-            found = [m for line in lines if (m := pattern.match(line))]
             rising = sum(
                 1
                 for a, b in pairwise(found)
@@ -115,7 +115,6 @@ def detect_numbering(sample: Sequence[str]) -> str | None:
         if name == "pdsh":
             # pdsh labels name a few hosts, and the NCCL lines behind them name the same
             # host; "RuntimeError: " or "Epoch: " lines do neither.
-            found = [m for line in lines if (m := pattern.match(line))]
             labels = {m.group(1) for m in found}
             echoed = any(m.string.startswith(f"{m.group(1)}:", m.end()) for m in found)
             # Without an NCCL line to echo it (a stack dump, a launcher log run under
@@ -129,7 +128,6 @@ def detect_numbering(sample: Sequence[str]) -> str | None:
         if name == "stern":
             # A few pods, each with one or two containers, on every line; a sentence's first
             # words ("loss-scale is ...") are not one name over and over.
-            found = [m for line in lines if (m := pattern.match(line))]
             pods = {m.group(1) for m in found}
             containers = {m.group(2) for m in found}
             few = len(containers) <= max(2, len(pods) * 2) and len(pods) * 2 <= len(found)

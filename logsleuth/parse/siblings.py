@@ -101,12 +101,16 @@ def with_rank(result: InputResult, rank: int) -> InputResult:
         return result
     events = list(result.events)
     for i in bare:
-        event = events[i]
-        changes: dict[str, Any] = {"origin": replace(event.origin, rank=rank)}
-        if getattr(event, "rank", rank) is None:
-            changes["rank"] = rank
-        events[i] = replace(event, **changes)
+        events[i] = _ranked(events[i], rank)
     return replace(result, events=tuple(events))
+
+
+def _ranked(event: Event, rank: int) -> Event:
+    """``event`` as written by ``rank``: its origin's rank, and its own where it names none."""
+    changes: dict[str, Any] = {"origin": replace(event.origin, rank=rank)}
+    if getattr(event, "rank", rank) is None:
+        changes["rank"] = rank
+    return replace(event, **changes)
 
 
 def tee_ranks(result: InputResult) -> InputResult:
@@ -138,10 +142,6 @@ def tee_ranks(result: InputResult) -> InputResult:
         offset = offsets.get(origin.host)
         if offset is None or origin.rank is not None or origin.local_rank is None:
             continue
-        rank = origin.local_rank + offset
-        changes: dict[str, Any] = {"origin": replace(origin, rank=rank)}
-        if getattr(event, "rank", rank) is None:
-            changes["rank"] = rank
-        events[i] = replace(event, **changes)
+        events[i] = _ranked(event, origin.local_rank + offset)
         changed = True
     return replace(result, events=tuple(events)) if changed else result

@@ -397,36 +397,33 @@ def test_the_store_gone_after_a_failure_leaves_the_verdict_to_the_failure(tmp_pa
 )
 def test_a_bare_nccl_error_line_is_never_no_failure(tmp_path: Path, reason: str, code: str) -> None:
     # torch 1.x/2.0's one-line form: the result's words alone, no "(run with NCCL_DEBUG ...)".
-    log = tmp_path / "train.log"
-    log.write_text(
+    verdict = _pasted(
+        tmp_path,
         "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, "
-        f"{reason}, NCCL version 2.14.3\n"
-    )
-    verdict = analyze([str(log)]).diagnosis.verdict
+        f"{reason}, NCCL version 2.14.3\n",
+    ).verdict
     assert (verdict.kind, verdict.code) == ("inconclusive", code)
 
 
 def test_a_known_writer_names_the_lines_of_its_message_that_name_none(tmp_path: Path) -> None:
-    log = tmp_path / "train.log"
-    log.write_text(
+    verdict = _pasted(
+        tmp_path,
         "[rank1]:[E1123 10:00:00.000 77 ProcessGroupNCCL.cpp:1500] [PG ID 0 PG GUID 0 Rank 1] "
         "remote error detected from rank: 3\n"
-        "RuntimeError: remote error detected from rank: 3\n"
-    )
-    verdict = analyze([str(log)]).diagnosis.verdict
+        "RuntimeError: remote error detected from rank: 3\n",
+    ).verdict
     assert verdict.culprit_ranks == (3,)
     assert verdict.summary.startswith("rank 1 (pid 77): remote error")
 
 
 def test_torchruns_failed_worker_is_named_by_pid_and_local_rank(tmp_path: Path) -> None:
-    log = tmp_path / "launch.log"
-    log.write_text(
+    diagnosis = _pasted(
+        tmp_path,
         "[2024-05-01 10:00:00,124] torch.distributed.elastic.multiprocessing.api: [ERROR] failed "
-        "(exitcode: -11) local_rank: 2 (pid: 4521) of binary: /usr/bin/python\n"
+        "(exitcode: -11) local_rank: 2 (pid: 4521) of binary: /usr/bin/python\n",
     )
-    verdict = analyze([str(log)]).diagnosis.verdict
-    assert (verdict.kind, verdict.culprit_pids) == ("process-died", (4521,))
-    assert "pid 4521 (local rank 2)" in analyze([str(log)]).diagnosis.findings[0].detail
+    assert (diagnosis.verdict.kind, diagnosis.verdict.culprit_pids) == ("process-died", (4521,))
+    assert "pid 4521 (local rank 2)" in diagnosis.findings[0].detail
 
 
 @pytest.mark.parametrize(
@@ -457,17 +454,13 @@ def test_torchruns_failed_worker_is_named_by_pid_and_local_rank(tmp_path: Path) 
 def test_c10_error_lines_are_never_no_failure(
     tmp_path: Path, message: str, code: str, kind: str
 ) -> None:
-    log = tmp_path / "rank0.log"
-    log.write_text(f"[E1125 10:00:00.000000 42 TCPStore.cpp:100] {message}\n")
-    verdict = analyze([str(log)]).diagnosis.verdict
+    verdict = _pasted(tmp_path, f"[E1125 10:00:00.000000 42 TCPStore.cpp:100] {message}\n").verdict
     assert (verdict.code, verdict.kind) == (code, kind)
 
 
 @pytest.mark.parametrize("name", ["KeyboardInterrupt", "MemoryError", "StopIteration"])
 def test_a_builtin_exception_raised_without_a_message_is_read(tmp_path: Path, name: str) -> None:
     # The last line of a traceback when the exception carries no message: its type alone.
-    log = tmp_path / "tail.log"
-    log.write_text(f"{name}\n")
-    diagnosis = analyze([str(log)]).diagnosis
+    diagnosis = _pasted(tmp_path, f"{name}\n")
     assert [i.recognized for i in diagnosis.inputs] == [1]
     assert diagnosis.verdict.code == "LS001"

@@ -10,7 +10,7 @@ from logsleuth.analysis.rules.base import Rule
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.messages import LogMessage
-from logsleuth.model.ranks import LISTED_RANKS, absent_ranks, format_ranks
+from logsleuth.model.ranks import LISTED_RANKS, absent_ranks, format_ranks, name_ranks
 
 
 class InitNeverReached(Rule):
@@ -56,7 +56,7 @@ class InitNeverReached(Rule):
             started = sorted(state.started)
             events: list[Event] = [state.started[r] for r in started[:3]]
             events += index.manifests[:1]
-            who = f"rank {missing[0]}" if len(missing) == 1 else f"ranks {format_ranks(missing)}"
+            who = name_ranks(missing)
             confirmed = len(known) == len(missing)
             detail = (
                 f"{len(started)} of {state.nranks} ranks of communicator {key} logged Init START "

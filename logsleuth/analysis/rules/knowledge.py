@@ -390,22 +390,22 @@ def _blame(index: EvidenceIndex, known: Known) -> tuple[list[int], list[str], li
         hosts = _writer(index, known.event)[1]
         on = hosts[0] if len(hosts) == 1 else None
         placed = index.rank_of(on, named[0])
-        local = known.hit.field("local_rank")
-        if placed is None and local is not None and local.isdigit() and len(local) <= 7:
+        local = _named_local_rank(known.hit)
+        if placed is None and local is not None:
             # torchrun's ``failed (exitcode: -11) local_rank: 2 (pid: 4521)``: the worker's
             # place on the agent's host gives its rank where the evidence places it.
-            placed = index.rank_at(on, int(local))
+            placed = index.rank_at(on, local)
         who = f"pid {named[0]}" + (f" (local rank {local})" if local is not None else "")
         return ([placed] if placed is not None else []), hosts, named, who
     if side == "self":
         ranks, hosts, pids = _writer(index, known.event)
-        local = known.hit.field("local_rank")
-        if local is not None and local.isdigit() and len(local) <= 7:
+        local = _named_local_rank(known.hit)
+        if local is not None:
             # A launcher's line about one of its workers (DeepSpeed's ``[... '--local_rank=2']
             # exits with return code = -9``): that worker on the launcher's host, not the
             # launcher, is the culprit.
             on = hosts[0] if len(hosts) == 1 else None
-            rank = index.rank_at(on, int(local))
+            rank = index.rank_at(on, local)
             worker = f"local rank {local}" + (f" on {on}" if on else "")
             worker += f" (rank {rank})" if rank is not None else ""
             return ([rank] if rank is not None else []), hosts, [], worker
@@ -477,6 +477,12 @@ def _sigkilled(index: EvidenceIndex) -> list[tuple[int | None, int, str]]:
     return killed
 
 
+def _named_local_rank(hit: Hit) -> int | None:
+    """The local rank a message names (``local_rank: 2``, ``--local_rank=2``, ``localRank 3``)."""
+    named = hit.field("local_rank")
+    return int(named) if named and named.isdigit() and len(named) <= 7 else None
+
+
 def _named_pid(hit: Hit) -> list[int]:
     """The pid a message names (``Killed process 36071``, ``[gpu-b2:4411] Signal: ...``)."""
     named = hit.field("pid")
@@ -525,14 +531,14 @@ def _peer(
         pids = [p.pid for p in procs if p is not None and p.pid is not None]
         return several, hosts, pids, "ranks " + ", ".join(map(str, several))
     rank = hit.field("rank") or (str(several[0]) if several else None)
-    local_rank = hit.field("local_rank")
+    local_rank = _named_local_rank(hit)
     on: str | None = None
-    if rank is None and event is not None and local_rank is not None and local_rank.isdigit():
+    if rank is None and event is not None and local_rank is not None:
         # NCCL's proxy about another process of its node (``Could not receive type from
         # localRank 3``): that local rank of the writer's host.
         writers = _writer(index, event)[1]
         on = writers[0] if len(writers) == 1 else None
-        placed = index.rank_at_nccl(on, int(local_rank))
+        placed = index.rank_at_nccl(on, local_rank)
         if placed is None:
             where = f" on {on}" if on else ""
             return [], [on] if on else [], [], f"local rank {local_rank}{where}"

@@ -9,7 +9,7 @@ from logsleuth.analysis.index import EvidenceIndex
 from logsleuth.analysis.rules.base import Rule
 from logsleuth.analysis.waitfor import Resolution, WaitAnalysis, wait_for
 from logsleuth.model.diagnosis import Evidence, Finding
-from logsleuth.model.ranks import format_ranks
+from logsleuth.model.ranks import name_ranks
 from logsleuth.model.waitfor import WaitFor, WaitNode
 
 _KIND_OF_STATE = {
@@ -44,7 +44,7 @@ def _names(nodes: Iterable[WaitNode]) -> str:
     nodes = list(nodes)
     ranks = [n.rank for n in nodes if n.rank is not None]
     if len(ranks) == len(nodes) and ranks:
-        return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {format_ranks(ranks)}"
+        return name_ranks(ranks)
     return ", ".join(n.id for n in nodes)
 
 
