@@ -7,6 +7,9 @@ from typing import ClassVar
 
 from logsleuth.model.base import Event
 
+ERROR_LEVELS = {"E": "ERROR", "F": "FATAL", "C": "CRITICAL"}
+"""The severity letters of a c10 / glog / logging prefix that say the line reports an error."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TorchUnrecognized(Event):
@@ -14,6 +17,8 @@ class TorchUnrecognized(Event):
 
     RECOGNIZED: ClassVar[bool] = False
     message: str
+    level: str | None = None
+    """The prefix's severity letter (``E``, ``W``, ``I``, ``F``; ``C`` for Python's CRITICAL)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -174,6 +179,11 @@ class PythonTraceback(Event):
     causes: tuple[tuple[str | None, str | None], ...] = ()
     """Earlier exceptions of a chain (``During handling of the above exception``),
     oldest first, as (type, message); ``frames`` belong to the last one."""
+    process: int | None = None
+    """The index of the torch.multiprocessing child that raised (``-- Process 2 terminated
+    with the following error:``): ``frames`` and the exception are that child's, and the
+    parent's ``ProcessRaisedException`` that carried them is in ``causes``. The index is the
+    child's place among the processes its parent spawned (its local rank)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -218,6 +228,9 @@ class LauncherEvent(Event):
     exitcode: int | None = None
     signal: str | None = None
     message: str = ""
+    level: str | None = None
+    """The severity letter of the line's c10 / glog / logging prefix (``E``, ``W``, ``I``,
+    ``F``, ``C``); None where the line has none (torchrun's summary, a bare message)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -16,6 +16,7 @@ from typing import Any, cast
 from logsleuth.model.base import Event, SourceRef
 from logsleuth.model.messages import LogMessage
 from logsleuth.model.torch import (
+    ERROR_LEVELS,
     ChildFailure,
     DebugDump,
     LauncherEvent,
@@ -83,6 +84,7 @@ class _Traceback:
     error_code: str | None = None
     detail: str | None = None
     awaiting_detail: bool = False
+    process: int | None = None
 
 
 @dataclass(slots=True)
@@ -312,6 +314,8 @@ class TorchReader(Reader):
                 # A gloo error continues a message only under `Original exception:`.
                 return False
             elif shape.kind == "chain":
+                if shape.data.get("process") is not None:
+                    block.process = shape.data["process"]
                 block.causes.append((block.exc_type, block.exc_message))
                 block.frames, block.exc_type, block.exc_message = [], None, None
                 block.state = "chain"
@@ -352,6 +356,7 @@ class TorchReader(Reader):
             detail=block.detail,
             notes=tuple(block.notes),
             causes=tuple(block.causes),
+            process=block.process,
         )
         self._queue(event, *block.lines)
         derived = list(block.derived)
@@ -479,7 +484,7 @@ class TorchReader(Reader):
         # Stable sort: events of one block keep their order (a header before its entries).
         for event, lines in sorted(self._out, key=lambda item: item[0].ref.line):
             if isinstance(event, TorchUnrecognized):
-                event = _catalog_message(event) or event
+                event = _catalog_message(event) or _error_record(event) or event
             sink.emit(event, lines)
         self._out.clear()
 
@@ -505,6 +510,8 @@ class TorchReader(Reader):
             values["rank"] = rank
         if "pg" in names:
             values["pg"] = payload.pg
+        if "level" in names and prefix is not None:
+            values["level"] = prefix.level
         values.update(extra)
         make = cast(Callable[..., Event], payload.cls)
         return make(**self._where(line, prefix, payload.rank), **values)
@@ -513,6 +520,26 @@ class TorchReader(Reader):
 def _catalog_message(event: TorchUnrecognized) -> LogMessage | None:
     """Type a torch-prefixed message the grammar has no rule for by the catalogs, or None."""
     return typed_message(event.message, event.ref, event.text, event.origin)
+
+
+def _error_record(event: TorchUnrecognized) -> LogMessage | None:
+    """Keep a record logged at ERROR or FATAL whose message no catalog knows, or None.
+
+    The prefix alone is evidence (XLA's ``E0502 ... rendezvous.cc:38] ...``, a c10 error of
+    a newer torch): the line is a log record of an error, typed by its level, not its text.
+    """
+    level = ERROR_LEVELS.get(event.level or "")
+    if level is None or not event.message.strip():
+        return None
+    return LogMessage(
+        ref=event.ref,
+        text=event.text,
+        origin=event.origin,
+        family="log",
+        level=level,
+        catalog=None,
+        message=event.message.strip(),
+    )
 
 
 _EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)\b: ")

@@ -503,6 +503,9 @@ class LineTransformer(Transformer[Token, Any]):
     def tb_chain(self, _: Token) -> Shape:
         return Shape("chain")
 
+    def tb_spawn_child(self, head: Token) -> Shape:
+        return Shape("chain", data={"process": _int(head.split()[2])})
+
     def tb_original(self, *_: Token) -> Shape:
         return Shape("note", data={"text": "Original exception:"})
 

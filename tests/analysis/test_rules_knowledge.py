@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from logsleuth.analysis.diagnose import diagnose
-from logsleuth.api import analyze
+from logsleuth.api import NoAnalysableInput, analyze
 from logsleuth.knowledge import lookup
 from logsleuth.model.base import Origin, SourceRef
 from logsleuth.model.diagnosis import Diagnosis
@@ -456,6 +456,27 @@ def test_c10_error_lines_are_never_no_failure(
 ) -> None:
     verdict = _pasted(tmp_path, f"[E1125 10:00:00.000000 42 TCPStore.cpp:100] {message}\n").verdict
     assert (verdict.code, verdict.kind) == (code, kind)
+
+
+def test_an_error_record_of_an_unknown_program_is_evidence(tmp_path: Path) -> None:
+    # absl/glog's prefix at ERROR, a message no catalog holds: an error, never "no line".
+    line = "E0502 11:03:12.221000 140213 collective_pipeliner.cc:38] Frobnication failed\n"
+    diagnosis = _pasted(tmp_path, line * 2)
+    assert [i.recognized for i in diagnosis.inputs] == [2]
+    assert (diagnosis.verdict.code, diagnosis.verdict.kind) == ("LS001", "inconclusive")
+    with pytest.raises(NoAnalysableInput, match="no line was recognized"):
+        _pasted(tmp_path, line.replace("E0502", "I0502"))
+
+
+def test_xlas_rendezvous_wait_is_a_collective_symptom(tmp_path: Path) -> None:
+    line = (
+        "E0502 11:03:12.221000 140213 rendezvous.cc:38] This thread has been waiting for "
+        "`first call to collective operation 5; run_id=12` for 20 seconds and may be stuck. "
+        "Expected 8 threads to join the rendezvous, but not all of them arrived on time.\n"
+    )
+    lead = _pasted(tmp_path, line).findings[0]
+    assert (lead.code, lead.kind, lead.ranks) == ("LS702", "collective-timeout", ())
+    assert "xla.rendezvous-stuck" in lead.detail
 
 
 @pytest.mark.parametrize("name", ["KeyboardInterrupt", "MemoryError", "StopIteration"])

@@ -549,6 +549,26 @@ def test_mp_spawns_join_names_the_worker_it_lost_by_local_rank(tmp_path: Path) -
     assert "local rank 1" in lead.detail
 
 
+def test_mp_spawns_reraised_error_is_the_childs(tmp_path: Path) -> None:
+    # The parent re-raises its child's exception as ProcessRaisedException with the child's
+    # traceback in its message: the verdict is the child's error, at the child's line.
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/workspace/main.py", line 88, in <module>\n'
+        "    mp.spawn(worker, args=(world_size,), nprocs=world_size, join=True)\n"
+        "torch.multiprocessing.spawn.ProcessRaisedException: \n\n"
+        "-- Process 3 terminated with the following error:\n"
+        "Traceback (most recent call last):\n"
+        '  File "/workspace/main.py", line 40, in worker\n'
+        "    dist.all_reduce(t)\n"
+        "ValueError: Tensors must be contiguous\n"
+    )
+    lead = _diagnosis(tmp_path, text).findings[0]
+    assert (lead.kind, lead.ranks) == ("process-died", ())
+    assert "raised ValueError at worker (/workspace/main.py:40)" in lead.title
+    assert "spawned process 3 (local rank 3)" in lead.title
+
+
 @pytest.mark.parametrize("status", ["Pending  ", "ImagePullBackOff", "Init:0/1 "])
 def test_a_pod_that_never_started_is_the_host_its_peers_rendezvous_waits_for(
     tmp_path: Path, status: str

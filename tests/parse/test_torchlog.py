@@ -361,6 +361,35 @@ def test_chained_exceptions_keep_the_cause() -> None:
     assert got.sink.recognized == got.taken == {1, 2, 3, 4, 5, 7, 9, 10, 11, 12}
 
 
+SPAWNED = [
+    "Traceback (most recent call last):",
+    '  File "/work/train.py", line 88, in <module>',
+    "    mp.spawn(main, args=(4,), nprocs=4, join=True)",
+    '  File "/usr/lib/python3/dist-packages/torch/multiprocessing/spawn.py", line 246, in spawn',
+    '    return start_processes(fn, args, nprocs, join, daemon, start_method="spawn")',
+    "torch.multiprocessing.spawn.ProcessRaisedException: ",
+    "",
+    "-- Process 2 terminated with the following error:",
+    "Traceback (most recent call last):",
+    '  File "/usr/lib/python3/dist-packages/torch/multiprocessing/spawn.py", line 69, in _wrap',
+    "    fn(i, *args)",
+    '  File "/work/train.py", line 40, in main',
+    "    loss = model(batch).sum()",
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB.",
+]
+
+
+def test_a_spawned_childs_traceback_is_the_error_its_parent_reraised() -> None:
+    # torch.multiprocessing prints the parent's ProcessRaisedException first; the child's
+    # traceback inside its message is where the error happened.
+    got = read_lines(SPAWNED)
+    [tb] = got.of(PythonTraceback)
+    assert (tb.exc_type, tb.process) == ("torch.OutOfMemoryError", 2)
+    assert tb.frames[-1] == ("/work/train.py", 40, "main")
+    assert tb.causes == (("torch.multiprocessing.spawn.ProcessRaisedException", ""),)
+    assert got.sink.recognized == got.taken == set(range(1, len(SPAWNED) + 1)) - {7}
+
+
 def test_dist_backend_error_with_nccl_continuation() -> None:
     # Shape of pytorch#131781 (the frame line is verbatim from it): the excepthook prefix is
     # on every line of the c10 message.
@@ -612,10 +641,36 @@ def test_known_keyword_with_a_broken_rest_is_still_a_torch_line() -> None:
 
 
 def test_a_torch_line_of_a_message_no_catalog_knows_stays_unrecognized() -> None:
-    line = "[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] Frobnicated the quux"
+    line = "[W321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] Frobnicated the quux"
     [unknown] = read_lines([line]).events
     assert isinstance(unknown, TorchUnrecognized)
     assert not unknown.RECOGNIZED
+    assert unknown.level == "W"
+
+
+@pytest.mark.parametrize(
+    ("line", "level"),
+    [
+        ("[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] Frobnicated the quux", "ERROR"),
+        # absl / glog proper (XLA, JAX, TensorFlow's C++ runtime): pid, then file:line.
+        (
+            "E0502 11:03:12.221000 140213 collective_pipeliner.cc:38] Frobnication of "
+            "`op 5` failed after 20 seconds.",
+            "ERROR",
+        ),
+        ("F0502 11:03:12.221000 140213 nccl_clique.cc:12] Check failed: quux ok", "FATAL"),
+        ("CRITICAL:torch.distributed.frob:the quux broke", "CRITICAL"),
+    ],
+    ids=["c10", "glog", "glog-fatal", "stdlib"],
+)
+def test_an_error_record_no_catalog_knows_is_kept_as_an_error(line: str, level: str) -> None:
+    # The prefix's severity is evidence even when the message is news to every catalog.
+    got = read_lines([line])
+    [record] = got.events
+    assert isinstance(record, LogMessage)
+    assert (record.level, record.catalog) == (level, None)
+    assert record.message == line.split("] ", 1)[-1].split("frob:", 1)[-1]
+    assert got.sink.recognized == {1}
 
 
 # ---------------------------------------------------------------- accounting

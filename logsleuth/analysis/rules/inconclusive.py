@@ -14,7 +14,7 @@ from logsleuth.model.diagnosis import Finding
 from logsleuth.model.flight import FlightRecorderDump
 from logsleuth.model.messages import LogMessage
 from logsleuth.model.ranks import LISTED_RANKS, absent_ranks, format_ranks
-from logsleuth.model.torch import LauncherEvent, WatchdogError
+from logsleuth.model.torch import ERROR_LEVELS, LauncherEvent, WatchdogError
 
 
 class Inconclusive(Rule):
@@ -151,13 +151,9 @@ def _unexplained(index: EvidenceIndex) -> list[Event]:
     unexplained += [
         e
         for e in index.all_of(LauncherEvent)
-        if _C10_ERROR.match(e.text) and lookup_event(e)[0] is None
+        if e.level in ERROR_LEVELS and lookup_event(e)[0] is None
     ]
     return unexplained
-
-
-_C10_ERROR = re.compile(r"\[?[EF]\d{4} \d\d:\d\d:\d\d")
-"""A c10 / glog line logged at ERROR or FATAL (``[E1125 10:00:00.000000 42 file.cpp:100]``)."""
 
 
 _ERROR_LEVELS = frozenset(

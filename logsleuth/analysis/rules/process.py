@@ -164,7 +164,14 @@ class ProcessDied(Rule):
             " The excerpt does not say which rank printed it (no launcher prefix such as "
             "[rank3]:); its peers' timeouts and connection errors would follow from it."
         )
-        if (local := first.origin.local_rank) is not None:
+        if first.process is not None:
+            placed = (
+                f" torch.multiprocessing names it process {first.process}: its index among "
+                "the processes its parent spawned, its local rank (the global rank only when "
+                "one node runs the job). Its peers' timeouts and connection errors would "
+                "follow from it."
+            )
+        elif (local := first.origin.local_rank) is not None:
             placed = (
                 f" torchrun's --tee tag names it by its local rank ({local}), which does not "
                 "say which node's: no line of that launcher names a worker's global rank "
@@ -191,7 +198,9 @@ class ProcessDied(Rule):
             )
         where = first.frames[-1] if first.frames else None
         who = f"rank {rank}" if rank is not None else "a process"
-        if rank is None and first.origin.local_rank is not None:
+        if rank is None and first.process is not None:
+            who = f"spawned process {first.process} (local rank {first.process})"
+        elif rank is None and first.origin.local_rank is not None:
             who = f"local rank {first.origin.local_rank} of a node"
         if pid is not None:
             who += f" (pid {pid}{f' on {host}' if host else ''})"
