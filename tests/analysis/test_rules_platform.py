@@ -614,3 +614,30 @@ def test_rays_dead_worker_is_named_by_the_address_and_pid_its_message_gives(
         ("10.0.0.7",),
         (5121,),
     )
+
+
+LAUNCHER_RAISED = (
+    "Traceback (most recent call last):\n"
+    '  File "/usr/local/lib/python3.10/dist-packages/accelerate/commands/launch.py", line 763,'
+    " in simple_launcher\n"
+    "    raise subprocess.CalledProcessError(returncode=process.returncode, cmd=cmd)\n"
+    "subprocess.CalledProcessError: Command '['/usr/bin/python', 'train.py']' returned "
+    "non-zero exit status 1.\n"
+)
+
+
+def test_a_launcher_raising_for_its_failed_command_is_its_messenger(tmp_path: Path) -> None:
+    # accelerate (or any wrapper) raises CalledProcessError for the command it ran: the
+    # cause is in the command's own output, which this excerpt lacks.
+    lead = _diagnosis(tmp_path, LAUNCHER_RAISED).findings[0]
+    assert (lead.code, lead.kind, lead.ranks) == ("LS702", "process-died", ())
+    assert "launcher.child-command-failed" in lead.detail
+    # With the worker's own traceback beside it, the worker's error is the verdict.
+    worker = (
+        "[rank2]: Traceback (most recent call last):\n"
+        '[rank2]:   File "/workspace/train.py", line 40, in <module>\n'
+        "[rank2]:     batch = next(it)\n"
+        "[rank2]: ValueError: empty shard\n"
+    )
+    verdict = _diagnosis(tmp_path, worker + LAUNCHER_RAISED).verdict
+    assert (verdict.kind, verdict.culprit_ranks) == ("process-died", (2,))

@@ -372,7 +372,13 @@ _CRASH_SIGNALS = frozenset({"SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE"})
 """Signals a process raises on its own when it crashes."""
 
 _CONSEQUENCE_TYPES = frozenset(
-    {"ChildFailedError", "KeyboardInterrupt", "SignalException", "DistBackendError"}
+    {
+        "ChildFailedError",
+        "KeyboardInterrupt",
+        "SignalException",
+        "DistBackendError",
+        "CalledProcessError",
+    }
 )
 _CONSEQUENCE_TEXT = re.compile(
     r"communicator was aborted|Watchdog caught|timed out|NCCL error|remote process exited"
