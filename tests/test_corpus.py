@@ -118,11 +118,15 @@ def test_corpus_score(figures: list[tuple[str, str]]) -> None:
 
 PASTE_FORMS: dict[str, Callable[[int, str], str]] = {
     "indented as a code block": lambda n, line: f"    {line}",
+    "indented by a tab": lambda n, line: f"\t{line}",
     "quoted in a reply": lambda n, line: f"> {line}",
     "from a Kubernetes CRI log": lambda n, line: (
         f"2026-03-21T02:07:{n % 60:02d}.123456789Z stderr F {line}"
     ),
     "stamped by a collector": lambda n, line: f"2026-03-21 02:07:{n % 60:02d},123 {line}",
+    "through Python's logging": lambda n, line: (
+        f"2026-03-21 02:07:{n % 60:02d},123 - trainer - INFO - {line}"
+    ),
     "from syslog": lambda n, line: f"Mar 21 02:07:{n % 60:02d} {line}",
     "numbered by cat -n": lambda n, line: f"{n + 1:6d}\t{line}",
     "numbered by a web viewer": lambda n, line: f"{n + 1:4d}  {line}",

@@ -25,6 +25,7 @@ from typing import Any
 
 from logsleuth.model.base import NO_ORIGIN, Origin
 from logsleuth.parse.numbering import (
+    LOGGER_LEVEL,
     MONTHS,
     NCCL_WRITER,
     NUMBERING_SCHEMES,
@@ -107,10 +108,7 @@ _AIRFLOW = re.compile(
 )
 """Airflow's task log (``[2024-05-14, 03:12:40 UTC] {subprocess.py:93} INFO - ``; before 2.6
 ``[2023-01-05T10:44:37.355+0000]``): a job launched from a DAG has each line behind it."""
-_LOGGER_HEAD = re.compile(
-    _DATETIME + r" (?:\| [A-Z]+ *\| [\w.<>\-]+:[\w.<>\-]+:\d+ - "
-    r"|(?:- [\w.\-]+ - )?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL) (?:- )?)"
-)
+_LOGGER_HEAD = re.compile(_DATETIME + " " + LOGGER_LEVEL)
 """A Python logger's time and level: loguru's default format (``2024-06-11 09:12:44.902 |
 ERROR    | pkg.mod:func:240 - ``), logging's ``%(asctime)s %(levelname)s %(message)s`` and
 ``%(asctime)s - %(name)s - %(levelname)s - %(message)s``."""
@@ -409,9 +407,9 @@ def detect_indent(sample: Sequence[str]) -> str:
     while common and not all(indent.startswith(common) for indent in indents):
         common = common[:-1]
     least = [line for line, indent in zip(lines, indents, strict=True) if indent == common]
-    # A code block moves lines by two blanks or more; the first line of an excerpt cut in
-    # its middle may begin with the blank of the cut, which says nothing.
-    if len(common) < 2 or any(_FRAME_ONLY.match(line) for line in least):
+    # A code block moves lines by two blanks or more, or a tab; the first line of an excerpt
+    # cut in its middle may begin with the blank of the cut, which says nothing.
+    if (len(common) < 2 and common != "\t") or any(_FRAME_ONLY.match(line) for line in least):
         return ""
     return common
 

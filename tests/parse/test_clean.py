@@ -6,7 +6,7 @@ import pytest
 
 from logsleuth.model.base import Origin
 from logsleuth.parse.clean import clean, strip_prefixes
-from logsleuth.parse.numbering import detect_numbering
+from logsleuth.parse.numbering import detect_numbering, strip_numbering
 
 
 def test_clean_removes_cr_nul_and_ansi() -> None:
@@ -206,6 +206,20 @@ def test_bracket_line_numbers_then_torchrun_prefix() -> None:
     text, hint = strip_prefixes(lines[1], "bracket")
     assert text == "[E321 02:07:08.414 x.cpp:607] b"
     assert hint.rank == 4
+
+
+def test_a_loggers_stamp_on_every_line_goes_with_its_name_and_level() -> None:
+    # A file logged through Python's logging: its time numbers the file, and the logger's
+    # name and level behind it are part of the prefix (a stack dump's lines start after).
+    lines = [
+        f"2026-03-21 02:07:0{n},123 - trainer - INFO - {text}"
+        for n, text in enumerate(
+            ["Process 42: python train.py", "Thread 42 (idle)", "    f (x.py:3)"]
+        )
+    ]
+    assert detect_numbering(lines) == "stamp"
+    assert strip_numbering(lines[2], "stamp")[0] == "    f (x.py:3)"
+    assert strip_numbering("2026-03-21 02:07:00 plain", "stamp")[0] == "plain"
 
 
 def test_srun_labels() -> None:

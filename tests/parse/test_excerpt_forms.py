@@ -62,6 +62,9 @@ def test_a_code_block_indent_is_found_and_a_frames_only_fragment_keeps_its_own()
     assert detect_indent(["    only one line"]) == ""
     # The first line of an excerpt cut in its middle, before a dump's frames.
     assert detect_indent([' (idle): "MainThread"', "    wait (threading.py:302)"]) == ""
+    # A tab is a code block's indent as well (markdown takes one tab for four blanks).
+    assert detect_indent(["\tProcess 42: python train.py", "\t    wait (x.py:3)"]) == "\t"
+    assert detect_indent([" Process 42: python train.py", "     wait (x.py:3)"]) == ""
 
 
 def test_a_dump_cut_in_its_first_line_names_its_process_as_well_as_it_can(
