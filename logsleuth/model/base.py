@@ -44,10 +44,12 @@ def rank_in_file_name(source: str) -> int | None:
 
 
 _KERNEL_LOG_NAME = re.compile(
-    r"(?:^|(?<=[-_.]))(?:dmesg|kern(?:el)?|syslog|messages|journal(?:ctl)?)(?=[-_.]|$)",
+    r"(?:^|(?<=[-_.]))(?:dmesg|kern(?:el)?|syslog|messages|journal(?:ctl)?"
+    r"|nvidia[-_]smi|ibstat(?:us)?|ibv[-_]devinfo|dcgmi?)(?=[-_.]|$)",
     re.IGNORECASE,
 )
-"""The word that names a host's kernel or system log in a file name (``node03-dmesg.txt``)."""
+"""The word that names a host's kernel or system log, or a host tool's output (nvidia-smi,
+ibstat, ibv_devinfo, dcgmi), in a file name (``node03-dmesg.txt``, ``ibstat-gpu-12.txt``)."""
 _LOG_EXTENSIONS = re.compile(r"(?:\.(?:log|txt|out|json))+$", re.IGNORECASE)
 _HOST_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]*\d[A-Za-z0-9.-]*")
 """A cluster host's name: a letter first and a number in it (``node03``, ``gpu-a100-07``)."""

@@ -95,9 +95,10 @@ _PARALLEL = r"(?: (?:TP|DP|PP|EP)\d+)"
 FRAMEWORK_PREFIX = re.compile(f"{_VLLM.pattern}|{_STAMP}{_PARALLEL}+\\]\\s")
 """A serving framework's logger prefix (vLLM's, sglang's with its ranks): a line behind one
 is that framework's output even when its message is not one the catalogs know."""
-_SKYPILOT = re.compile(r"\([\w.\-]+, rank=\d+, pid=\d+(?:, ip=[\d.]+)?\)\s")
+_SKYPILOT = re.compile(r"\(([\w.\-]+), rank=\d+, pid=\d+(?:, ip=([\d.]+))?\)\s")
 """SkyPilot's ``(worker1, rank=1, pid=2311, ip=10.0.0.5) ``: the node's rank and the pid of
-its task's shell, not of the process that wrote the line (which is not kept)."""
+its task's shell, not of the process that wrote the line (which are not kept), and the
+node's address (kept as its host; the node's SkyPilot name where the address is missing)."""
 _ISO = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(?:Z|[+-]\d\d:?\d\d)\s")
 # A time of day alone: Jenkins' timestamper (``10:00:01  ``), ``ts '%H:%M:%S'``, an elapsed
 # time (``00:00:01.234 ``).
@@ -535,6 +536,7 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
                     hint = _with(hint, rank=int(rank) if rank is not None else tp)
                 text = text[m.end() :]
             elif m := _SKYPILOT.match(text):
+                hint = _with(hint, host=m.group(2) or m.group(1))
                 text = text[m.end() :]
         elif text[:1] in _HEX_FIRST and (m := _DETERMINED.match(text)):
             if m.group(1):

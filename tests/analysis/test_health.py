@@ -94,10 +94,24 @@ def test_a_proof_without_a_pid_covers_only_its_own_input(tmp_path: Path) -> None
     assert "node1" in finding.title
 
 
-def test_rows_with_wrong_values_prove_nothing(tmp_path: Path) -> None:
+def test_rows_with_wrong_values_are_corrupted_results(tmp_path: Path) -> None:
+    # nccl-tests' #wrong column above 0: the collective returned wrong data.
     log = tmp_path / "all_reduce_perf.log"
     log.write_text(NCCL_TESTS_OK.replace("0.00      0\n", "0.00      3\n"), encoding="utf-8")
-    assert analyze([str(log)]).diagnosis.verdict.kind == "inconclusive"
+    verdict = analyze([str(log)]).diagnosis.verdict
+    assert (verdict.kind, verdict.code) == ("cuda-error", "LS701")
+
+
+def test_a_benchmark_whose_check_failed_did_not_end_normally(tmp_path: Path) -> None:
+    # The closing summary is printed after a failed check too: it proves no normal end.
+    log = tmp_path / "all_reduce_perf.log"
+    summary = "# Out of bounds values : {} \n# Avg bus bandwidth    : 107.3 \n#\n"
+    log.write_text(NCCL_TESTS_OK + summary.format("0 OK"), encoding="utf-8")
+    assert analyze([str(log)]).diagnosis.verdict.kind == "healthy"
+    log.write_text(NCCL_TESTS_OK + summary.format("2054 FAILED"), encoding="utf-8")
+    lead = analyze([str(log)]).diagnosis.findings[0]
+    assert lead.kind == "cuda-error"
+    assert [e.text.strip() for e in lead.evidence] == ["# Out of bounds values : 2054 FAILED"]
 
 
 def test_a_lone_stack_dump_is_not_healthy() -> None:

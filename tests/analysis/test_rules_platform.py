@@ -641,3 +641,59 @@ def test_a_launcher_raising_for_its_failed_command_is_its_messenger(tmp_path: Pa
     )
     verdict = _diagnosis(tmp_path, worker + LAUNCHER_RAISED).verdict
     assert (verdict.kind, verdict.culprit_ranks) == ("process-died", (2,))
+
+
+IBSTAT = """\
+CA 'mlx5_0'
+\tCA type: MT4123
+\tNumber of ports: 1
+\tPort 1:
+\t\tState: {state}
+\t\tPhysical state: {phys}
+\t\tRate: 200
+\t\tLink layer: InfiniBand
+"""
+
+
+def test_an_ibstat_port_that_is_not_active_names_its_host(tmp_path: Path) -> None:
+    log = tmp_path / "ibstat-gpu-node-12.txt"
+    log.write_text(IBSTAT.format(state="Down", phys="Polling"), encoding="utf-8")
+    diagnosis = analyze([str(log)]).diagnosis
+    assert (diagnosis.verdict.kind, diagnosis.verdict.culprit_hosts) == (
+        "network-error",
+        ("gpu-node-12",),
+    )
+    # An active port is recognized and blames nobody.
+    log.write_text(IBSTAT.format(state="Active", phys="LinkUp"), encoding="utf-8")
+    healthy = analyze([str(log)]).diagnosis
+    assert healthy.verdict.kind != "network-error"
+    assert healthy.inputs[0].recognized == 3
+
+
+NVIDIA_SMI = """\
++-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI 550.54.15              Driver Version: 550.54.15      CUDA Version: 12.4     |
+|-----------------------------------------+------------------------+----------------------+
+| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |
+|=========================================+========================+======================|
+|   0  NVIDIA H100 80GB HBM3          On  |   00000000:18:00.0 Off |                    0 |
+| N/A   35C    P0            118W /  700W |   70213MiB /  81559MiB |    100%      Default |
++-----------------------------------------+------------------------+----------------------+
+"""
+NVIDIA_SMI_ERR = """\
+|   1  NVIDIA H100 80GB HBM3          On  |   00000000:2A:00.0 Off |                  ERR! |
+| ERR!  ERR!  ERR!             ERR! / ERR! |   70213MiB /  81559MiB |    ERR!      Default |
+"""
+
+
+def test_nvidia_smis_table_is_recognized_and_its_err_cells_name_the_host(tmp_path: Path) -> None:
+    log = tmp_path / "nvidia-smi-gpu-node-3.txt"
+    log.write_text(NVIDIA_SMI, encoding="utf-8")
+    fine = analyze([str(log)]).diagnosis
+    # A table of working GPUs is no error (it was read as a rich traceback's frames).
+    assert [(i.recognized, i.unrecognized) for i in fine.inputs] == [(9, 0)]
+    assert fine.verdict.kind == "inconclusive" and fine.verdict.code != "LS001"
+    log.write_text(NVIDIA_SMI + NVIDIA_SMI_ERR, encoding="utf-8")
+    verdict = analyze([str(log)]).diagnosis.verdict
+    assert (verdict.kind, verdict.culprit_hosts) == ("cuda-error", ("gpu-node-3",))

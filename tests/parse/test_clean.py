@@ -120,12 +120,14 @@ def test_determineds_task_log_prefix_names_the_workers_rank(line: str, rank: int
 
 def test_skypilot_prefix_is_stripped_without_its_shells_pid() -> None:
     # SkyPilot's rank is the node's and its pid the task shell's: neither is the writer's.
+    # Its address is the node's: the host of the line.
     text, hint = strip_prefixes(
         "(worker1, rank=1, pid=2311, ip=10.0.0.5) gpu-w1:2390:2401 [7] NCCL INFO NET/IB : No "
         "device found."
     )
     assert text == "gpu-w1:2390:2401 [7] NCCL INFO NET/IB : No device found."
-    assert (hint.pid, hint.rank) == (None, None)
+    assert (hint.pid, hint.rank, hint.host) == (None, None, "10.0.0.5")
+    assert strip_prefixes("(head, rank=0, pid=2211) boom")[1].host == "head"
 
 
 @pytest.mark.parametrize(

@@ -131,6 +131,10 @@ def test_torchelastic_error_file_gives_the_error_and_its_traceback() -> None:
         ("logs/node03/dmesg.txt", "node03"),
         ("node7.kern.log", "node7"),
         ("journal-node12.json", "node12"),
+        # A host tool's output saved per host.
+        ("ibstat-gpu-node-12.txt", "gpu-node-12"),
+        ("gpu-node-9/ibv_devinfo.txt", "gpu-node-9"),
+        ("nvidia-smi_node3.log", "node3"),
         ("dmesg-20261123.txt", None),
         ("logs/dmesg.txt", None),
         ("kern.log", None),
