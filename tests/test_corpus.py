@@ -119,6 +119,7 @@ def test_corpus_score(figures: list[tuple[str, str]]) -> None:
 PASTE_FORMS: dict[str, Callable[[int, str], str]] = {
     "indented as a code block": lambda n, line: f"    {line}",
     "indented by a tab": lambda n, line: f"\t{line}",
+    "boxed in pipes": lambda n, line: f"| {line} |",
     "quoted in a reply": lambda n, line: f"> {line}",
     "from a Kubernetes CRI log": lambda n, line: (
         f"2026-03-21T02:07:{n % 60:02d}.123456789Z stderr F {line}"

@@ -416,6 +416,29 @@ def detect_indent(sample: Sequence[str]) -> str:
 
 
 _MIN_LEAD_LINES = 3
+_FRAMED = re.compile(r"\| .*\||\|\s*\|")
+"""A line between a left and a right pipe (``| text |``), trailing blanks taken off."""
+
+
+def detect_frame(sample: Sequence[str]) -> bool:
+    """Say whether every non-blank line of ``sample`` (cleaned lines) stands in a frame of
+    ASCII pipes (``| text |``), as a paste boxed by a tool or put in a table's cells is.
+
+    Tables whose lines are framed but that also have rules (nvidia-smi's ``+----+``, a
+    markdown table's ``|---|``) are no frame: their lines are rows, not pasted lines.
+    """
+    lines = [line.rstrip() for line in sample if line.strip()]
+    return len(lines) >= _MIN_LEAD_LINES and all(_FRAMED.fullmatch(line) for line in lines)
+
+
+def unframe(line: str) -> str:
+    """Take a line out of its frame (``| text |`` -> ``text``); other lines as they are."""
+    end = line.rstrip()
+    if not (end.startswith("|") and end.endswith("|") and len(end) > 1):
+        return line
+    return end[2:-1].rstrip() if end.startswith("| ") else end[1:-1].strip()
+
+
 _DEVICE_ONLY = re.compile(r"\[-?\d+\]\s")
 
 

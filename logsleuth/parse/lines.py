@@ -26,12 +26,14 @@ from logsleuth.parse.clean import (
     WRITER_RANK,
     begins_line,
     clean,
+    detect_frame,
     detect_indent,
     detect_lead,
     detect_word_wrap,
     detect_wrap,
     line_starts,
     strip_prefixes,
+    unframe,
     word_wrapped,
 )
 from logsleuth.parse.decode import decoded_chunks
@@ -84,6 +86,10 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
     envelope = detect_envelope(sample)
     if envelope is not None:
         sample = [clean(piece) for line in sample for piece in _opened(envelope, line)[0]]
+    # A paste boxed in pipes (``| line |``): the frame goes first, then what is inside it.
+    frame = detect_frame(sample)
+    if frame:
+        sample = [unframe(line) for line in sample]
     indent = detect_indent(sample)
     if indent:
         sample = [line.removeprefix(indent) for line in sample]
@@ -100,7 +106,8 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
     word_wrap = detect_word_wrap(sample)
     wrap = detect_wrap(sample) if word_wrap is None else None
     if (
-        not indent
+        not frame
+        and not indent
         and not lead
         and numbering is None
         and wrap is None
@@ -347,6 +354,8 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
         return text[:1].isalnum() and not begins_line(text)
 
     def physical(number: int, line: str) -> None:
+        if frame:
+            line = unframe(line)
         if indent:
             line = line.removeprefix(indent)
         if lead:
@@ -362,11 +371,20 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
     is_nccl = _NCCL_LINE.search
     # A run of COLL lines of the hot shape is taken in one regex match (NcclReader.take_run);
     # a prefix scheme would change the text, so numbered or wrapped files go line by line.
-    plain = numbering is None and wrap is None and word_wrap is None and not indent and not lead
+    plain = (
+        numbering is None
+        and wrap is None
+        and word_wrap is None
+        and not frame
+        and not indent
+        and not lead
+    )
     take_run = nccl.take_run if plain and envelope is None else None
     # Runs of plain NCCL INFO lines skip the per-line dispatch (NcclReader.take_lines).
     take_lines = (
-        nccl.take_lines if FAST_LANE and not indent and not lead and envelope is None else None
+        nccl.take_lines
+        if FAST_LANE and not frame and not indent and not lead and envelope is None
+        else None
     )
     chunk = first
     for chunk in itertools.chain((first,), chunks):

@@ -20,11 +20,13 @@ from logsleuth.model.stacks import StackDump
 from logsleuth.model.torch import WatchdogError, WatchdogTimeout
 from logsleuth.parse.catalog import MIN_ANCHOR, load_catalog
 from logsleuth.parse.clean import (
+    detect_frame,
     detect_indent,
     detect_lead,
     detect_word_wrap,
     detect_wrap,
     strip_prefixes,
+    unframe,
 )
 from logsleuth.parse.discover import InputSource
 from logsleuth.parse.dispatch import InputResult, read_input
@@ -62,6 +64,16 @@ def test_a_code_block_indent_is_found_and_a_frames_only_fragment_keeps_its_own()
     assert detect_indent(["    only one line"]) == ""
     # The first line of an excerpt cut in its middle, before a dump's frames.
     assert detect_indent([' (idle): "MainThread"', "    wait (threading.py:302)"]) == ""
+    # A box of pipes around every line (a tool's frame, a table's cells) is no indent: it goes first.
+    boxed = ["| Process 42: python train.py |", "|  |", "|     f (x.py:3) |"]
+    assert detect_frame(boxed)
+    assert [unframe(line) for line in boxed] == [
+        "Process 42: python train.py",
+        "",
+        "    f (x.py:3)",
+    ]
+    # A table with rules (nvidia-smi's, markdown's) is rows, not a frame.
+    assert not detect_frame(["| GPU | Name |", "|-----|------|", "| 0   | H100 |"])
     # A tab is a code block's indent as well (markdown takes one tab for four blanks).
     assert detect_indent(["\tProcess 42: python train.py", "\t    wait (x.py:3)"]) == "\t"
     assert detect_indent([" Process 42: python train.py", "     wait (x.py:3)"]) == ""
