@@ -485,3 +485,36 @@ def test_a_builtin_exception_raised_without_a_message_is_read(tmp_path: Path, na
     diagnosis = _pasted(tmp_path, f"{name}\n")
     assert [i.recognized for i in diagnosis.inputs] == [1]
     assert diagnosis.verdict.code == "LS001"
+
+
+REAL_PATH = (
+    "gpu-b7:5511:5511 [0] NCCL INFO Bootstrap : Using ib0:10.2.0.7<0>\n"
+    "gpu-b7:5511:5590 [0] misc/utils.cc:235 NCCL WARN Could not find real path of "
+    "/sys/class/net/ib1/device\n"
+)
+
+
+def test_a_harmless_warn_that_nccl_failed_on_is_the_failure(tmp_path: Path) -> None:
+    # What a newer NCCL skips an older one needed: the thread unwinds with `-> 2` right
+    # after the WARN, and the process never completes its communicator's init.
+    unwound = (
+        "gpu-b7:5511:5590 [0] NCCL INFO graph/topo.cc:713 -> 2\n"
+        "gpu-b7:5511:5590 [0] NCCL INFO init.cc:860 -> 2\n"
+        "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, "
+        "unhandled system error, NCCL version 2.14.3\n"
+    )
+    verdict = _pasted(tmp_path, REAL_PATH + unwound).verdict
+    assert (verdict.code, verdict.kind, verdict.culprit_hosts, verdict.culprit_pids) == (
+        "LS701",
+        "init-stall",
+        ("gpu-b7",),
+        (5511,),
+    )
+    # NCCL going on from it (its init completes) keeps it harmless.
+    went_on = (
+        "gpu-b7:5511:5590 [0] NCCL INFO ncclCommInitRank comm 0x55d0 rank 0 nranks 1 cudaDev 0 "
+        "nvmlDev 0 busId 1000 commId 0xabc - Init COMPLETE\n"
+        "gpu-b7:5511:5511 [0] NCCL INFO comm 0x55d0 rank 0 nranks 1 cudaDev 0 busId 1000 - "
+        "Destroy COMPLETE\n"
+    )
+    assert _pasted(tmp_path, REAL_PATH + went_on).verdict.kind == "healthy"

@@ -119,6 +119,12 @@ def known_messages(index: EvidenceIndex) -> list[Known]:
             text = f"{event.label} {text}"
             hit = knowledge.lookup(text)
         if hit is not None:
+            if (
+                hit.entry.role == "benign"
+                and isinstance(event, NcclWarn)
+                and (code := _unwound(index, event)) is not None
+            ):
+                hit = replace(hit, entry=_failed_on(hit.entry, code))
             found.append(Known(event, hit, text))
     # INFO lines count only for the downgrades NCCL reports there (a cause of severity warning)
     # and the failures a project reports at that level.
@@ -134,6 +140,48 @@ def known_messages(index: EvidenceIndex) -> list[Known]:
         if entry.reported_at_info or (entry.role == "cause" and entry.severity == "warning"):
             found.append(Known(event, hit, text))
     return found
+
+
+_UNWIND_REACH = 3
+"""How many lines after a WARN the first line of NCCL's unwinding (``file.cc:N -> 2``) stands."""
+
+
+def _unwound(index: EvidenceIndex, warn: NcclWarn) -> int | None:
+    """The error code NCCL's thread unwound with right after ``warn`` (``-> 2``), or None.
+
+    A WARN that NCCL goes on from is followed by other work; one it failed on is followed
+    by the back-trace of the call that returned the error, on the same thread.
+    """
+    for trace in traces_of(index, stream_of(warn)):
+        if (
+            trace.code != 0
+            and trace.ref.source == warn.ref.source
+            and trace.origin.tid == warn.origin.tid
+            and 0 < trace.ref.line - warn.ref.line <= _UNWIND_REACH
+        ):
+            return trace.code
+    return None
+
+
+def _failed_on(entry: Entry, code: int) -> Entry:
+    """``entry`` as it reads a harmless WARN that NCCL did not go on from, but failed on.
+
+    What a newer NCCL skips (an optional sysfs path, a plugin) an older one needed: the WARN
+    is then the failure's own report, its writer the process that failed (in its
+    communicator's initialization, where that never completed).
+    """
+    return replace(
+        entry,
+        role="cause",
+        culprit="self",
+        severity="error",
+        before_init_kind=entry.before_init_kind or "init-stall",
+        meaning=(
+            f"{entry.meaning} Here NCCL did not go on: the thread that printed it unwound with "
+            f"error {code} right after, so this is what failed (this NCCL version or setting "
+            "needs what the WARN says is missing)."
+        ),
+    )
 
 
 def explained_by_knowledge(warn: NcclWarn | LogMessage) -> bool:
