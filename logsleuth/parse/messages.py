@@ -78,6 +78,24 @@ def _origin(label: str, message: str, hint: Origin) -> tuple[Origin, int | None]
     return replace(hint, rank=rank, host=host, pid=pid), rank
 
 
+_PREFIX_SEVERITY = re.compile(
+    r"(?:^|[\s\[(:|])(?:(ERROR|ERR|FATAL|CRITICAL|CRIT)\b|([EF])(?=\d{4} |\s+[\w./\-]+:\d+\]))"
+)
+"""An error's severity in a log line's prefix: a level word (``[ERROR]``, ``ERROR 05-02``,
+``UCX  ERROR``) or glog's and TensorFlow's letter (``E0502 11:03:12``, ``: E file.cc:741]``)."""
+_SEVERITY_WORDS = {"E": "ERROR", "ERR": "ERROR", "F": "FATAL", "CRIT": "CRITICAL"}
+
+
+def prefix_level(prefix: str) -> str:
+    """The level a line prefix gives its message: ``ERROR``, ``FATAL``, ``CRITICAL`` or
+    ``INFO`` (any other level, or none: no failure by its prefix alone)."""
+    found = _PREFIX_SEVERITY.search(prefix)
+    if found is None:
+        return "INFO"
+    word = found.group(1) or found.group(2)
+    return _SEVERITY_WORDS.get(word, word)
+
+
 def message_event(
     match: CatalogMatch, text: str, ref: SourceRef, raw: str, hint: Origin
 ) -> LogMessage:
@@ -97,7 +115,11 @@ def message_event(
         text=raw,
         origin=origin,
         family=match.entry.family,
-        level="INFO" if match.entry.level == PREFIX else match.entry.level,
+        level=(
+            prefix_level(text[: match.end or load_catalog().prefix_end(text)])
+            if match.entry.level == PREFIX
+            else match.entry.level
+        ),
         catalog=match.entry.id,
         message=message,
         label=label,
@@ -146,7 +168,8 @@ class MessageReader(Reader):
         """Offer ``line``; take it when a catalog message is found in it.
 
         ``bare_prefix=False``: a line prefix shape with no message after it is not enough
-        (the line is looked at again with the prefixes it was read without).
+        (the line is looked at again with the prefixes it was read without), unless the
+        prefix says the line reports an error (``[ERROR]``, glog's ``E0502``).
 
         The source line a traceback prints under each ``File "...", line N`` frame is
         taken too when it follows one (an excerpt that begins inside a traceback). The
@@ -159,8 +182,13 @@ class MessageReader(Reader):
         match = load_catalog().match(text)
         if match is None and line.no == self.first_line:
             match = load_catalog().match_cut(text)
-        if match is not None and not bare_prefix and match.entry.level == PREFIX:
-            match = None
+        if (
+            match is not None
+            and not bare_prefix
+            and match.entry.level == PREFIX
+            and prefix_level(text[: match.end]) == "INFO"
+        ):
+            match = None  # a prefix alone says nothing, unless it says the line is an error
         ref = SourceRef(self.source, line.no)
         if match is None:
             if after_frame and text[:1].isspace() and text.strip():

@@ -13,6 +13,7 @@ import html
 from functools import cache
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -176,3 +177,27 @@ def test_corpus_lines_are_recognized(figures: list[tuple[str, str]]) -> None:
         )
     )
     assert share >= 0.90
+
+
+@pytest.mark.parametrize(
+    ("line", "level"),
+    [
+        # TensorFlow's C++ logging (tsl): the letter after the time.
+        (
+            "2024-05-02 11:03:12.221000: E tensorflow/core/nccl/nccl_manager.cc:741] Error "
+            "invoking NCCL: frobnicated",
+            "ERROR",
+        ),
+        ("2024-05-02 11:03:12.221000: W tensorflow/core/kernels/x.cc:1] Frobnicated", "INFO"),
+        # DeepSpeed's logger and vLLM's: the level word.
+        ("[2024-05-02 11:33:12,950] [ERROR] [engine.py:322:step] frobnicated the quux", "ERROR"),
+        ("ERROR 05-02 11:03:12 worker.py:120] frobnicated the quux", "ERROR"),
+        ("INFO 05-02 11:03:12 worker.py:120] frobnicated the quux", "INFO"),
+    ],
+    ids=["tsl-error", "tsl-warning", "deepspeed", "vllm", "vllm-info"],
+)
+def test_a_known_prefix_gives_an_unknown_message_its_level(line: str, level: str) -> None:
+    # No catalog knows the message; the prefix still says whether the line reports an error.
+    [event] = _read(line + "\n")
+    assert isinstance(event, LogMessage)
+    assert event.level == level
