@@ -697,3 +697,23 @@ def test_nvidia_smis_table_is_recognized_and_its_err_cells_name_the_host(tmp_pat
     log.write_text(NVIDIA_SMI + NVIDIA_SMI_ERR, encoding="utf-8")
     verdict = analyze([str(log)]).diagnosis.verdict
     assert (verdict.kind, verdict.culprit_hosts) == ("cuda-error", ("gpu-node-3",))
+
+
+def test_a_launcher_whose_command_was_killed_names_the_signal(tmp_path: Path) -> None:
+    text = LAUNCHER_RAISED.replace(
+        "returned non-zero exit status 1.", "died with <Signals.SIGKILL: 9>."
+    )
+    lead = _diagnosis(tmp_path, text).findings[0]
+    assert (lead.code, lead.kind) == ("LS702", "process-died")
+
+
+def test_an_exception_that_reports_another_failure_is_never_no_failure(tmp_path: Path) -> None:
+    # torchrun's ChildFailedError without its summary: a failure whose cause is elsewhere.
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/usr/bin/torchrun", line 8, in <module>\n'
+        "    sys.exit(main())\n"
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+    )
+    verdict = _diagnosis(tmp_path, text).verdict
+    assert (verdict.code, verdict.kind) == ("LS001", "inconclusive")

@@ -14,7 +14,7 @@ from logsleuth.model.diagnosis import Finding
 from logsleuth.model.flight import FlightRecorderDump
 from logsleuth.model.messages import LogMessage
 from logsleuth.model.ranks import LISTED_RANKS, absent_ranks, format_ranks
-from logsleuth.model.torch import ERROR_LEVELS, LauncherEvent, WatchdogError
+from logsleuth.model.torch import ERROR_LEVELS, LauncherEvent, PythonTraceback, WatchdogError
 
 
 class Inconclusive(Rule):
@@ -145,6 +145,13 @@ def _unexplained(index: EvidenceIndex) -> list[Event]:
     # exception) that no entry reads is still an error: never "no failure found".
     unexplained += [
         e for e in index.torch if isinstance(e, WatchdogError) and lookup_event(e)[0] is None
+    ]
+    # An exception a process raised is a failure, also of a type that reports another's
+    # (a launcher's CalledProcessError) when nothing reads it.
+    unexplained += [
+        e
+        for e in index.torch
+        if isinstance(e, PythonTraceback) and e.exc_type and lookup_event(e)[0] is None
     ]
     # c10's own error lines (``[E1125 ... TCPStoreBackend.cpp:100] [c10d] ... failed``): the
     # glog severity letter says error, whether or not an entry knows the message.
