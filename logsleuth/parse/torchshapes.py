@@ -634,7 +634,7 @@ def _first_token(rule: str) -> re.Pattern[str] | None:
     names = set(parser.parse_interactive("", start=rule).accepts())  # type: ignore[no-untyped-call]
     if "$END" in names:
         return None
-    names |= set(parser.ignore_tokens)
+    names |= set(parser.lexer_conf.ignore)
     patterns = [parser.get_terminal(name).pattern.to_regexp() for name in sorted(names)]
     return re.compile("|".join(f"(?:{p})" for p in patterns))
 
