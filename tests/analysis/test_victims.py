@@ -47,6 +47,21 @@ def test_a_gap_in_the_middle_of_the_reporting_ranks_implies_nobody(tmp_path: Pat
     assert kind == "collective-timeout"
 
 
+def test_two_waiters_of_eight_ranks_prove_no_stall_inside_the_collective(tmp_path: Path) -> None:
+    # Ranks 3 and 7 wait; ranks 0-2 and 4-6 exist (ranks count from 0) and said nothing: the
+    # reporters are victims, and whether the others were inside is unknown.
+    text = "".join(WATCHDOG.format(r=r) for r in (3, 7))
+    log = tmp_path / "job.log"
+    log.write_text(text, encoding="utf-8")
+    verdict = analyze([str(log)]).diagnosis.verdict
+    assert (verdict.kind, verdict.culprit_ranks) == ("collective-timeout", ())
+    assert verdict.summary.endswith("ranks 0-2,4-6 left no line about it")
+    # Seven of eight reporting: their agreement stands (one log missing from an excerpt).
+    everyone_but_5 = "".join(WATCHDOG.format(r=r) for r in range(8) if r != 5)
+    kind, ranks = _verdict(tmp_path, everyone_but_5)
+    assert (kind, ranks) == ("collective-timeout", (0, 1, 2, 3, 4, 6, 7))
+
+
 def test_a_rank_that_saw_horovod_shut_down_is_a_victim(tmp_path: Path) -> None:
     kind, ranks = _verdict(tmp_path, HOROVOD_VICTIM)
     assert 3 not in ranks

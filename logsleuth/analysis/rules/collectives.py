@@ -629,6 +629,9 @@ class CollectiveTimeout(Rule):
                 next_steps=(f"Find out why rank(s) {_fmt(dead)} died (their own output, dmesg).",),
             )
             return
+        if unsaid := self._mostly_unsaid(index, group, ranks):
+            yield self._few_inside([*group, *progress], work, ranks, unsaid, op_type, facts)
+            return
         confidence = 0.6 if len(ranks) > 1 else 0.4
         yield self._all_inside([*group, *progress], work, ranks, confidence, op_type, facts)
 
@@ -665,6 +668,61 @@ class CollectiveTimeout(Rule):
                 "TORCH_NCCL_DUMP_ON_TIMEOUT=1) to see which ranks completed which collectives.",
             ),
         )
+
+    def _few_inside(
+        self,
+        events: list[WatchdogTimeout | WatchdogProgress],
+        work: str,
+        ranks: list[int],
+        unsaid: str,
+        what: str,
+        facts: Iterable[str] = (),
+    ) -> Finding:
+        """Every reporting rank timed out inside ``work``, but most ranks of the job said
+        nothing about it: the reporters waited; whether the others were inside is unknown."""
+        said = ", ".join(facts)
+        return self.finding(
+            severity="error",
+            title=f"{work} timed out on ranks {_fmt(ranks)}; {unsaid} left no line about it",
+            detail=(
+                f"{len(ranks)} rank(s) report that {what}"
+                + (f" ({said})" if said else "")
+                + f" did not finish, and none of them is behind in enqueueing work; {unsaid} "
+                "left no line about it. The reporters are the ones that waited: the collective "
+                "stalled inside communication, or a rank whose log is missing never entered "
+                "it. Only the missing logs tell which."
+            ),
+            events=events,
+            confidence=0.3,
+            next_steps=(
+                f"Collect the logs of {unsaid} (their watchdog lines, or the launcher's combined "
+                "output): a rank that reported no timeout, or enqueued less work, is the culprit.",
+                "Dump the stacks of all ranks while the job hangs (py-spy dump --pid PID), or "
+                "enable the flight recorder (TORCH_FR_BUFFER_SIZE=2000, TORCH_FR_DUMP_ON_TIMEOUT=1).",
+            ),
+        )
+
+    @staticmethod
+    def _mostly_unsaid(
+        index: EvidenceIndex, group: list[WatchdogTimeout], ranks: list[int]
+    ) -> str | None:
+        """Name the ranks of the job that said nothing about the timed-out collective, when
+        they are more than half as many as the reporters; None otherwise.
+
+        Ranks count from 0, so every rank below the highest reporter exists; the world size
+        says how many more do. A few ranks missing from an excerpt (one of five) leave the
+        reporters' agreement standing; most of the job missing does not.
+        """
+        if not all(global_rank(e, e.rank, e.pg) is not None for e in group) or not ranks:
+            return None  # a process group's own ranks: its size is unknown
+        size = max(index.world_size or 0, max(ranks) + 1)
+        count = size - len(set(ranks))
+        if count * 2 <= len(ranks):
+            return None
+        listed = absent_ranks(size, ranks, 64)
+        if listed is None:
+            return f"{count} other ranks"
+        return f"rank{'s' if count > 1 else ''} {format_ranks(listed)}"
 
     def _behind_without_timeouts(
         self, index: EvidenceIndex, progress: list[WatchdogProgress]
