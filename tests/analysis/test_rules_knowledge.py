@@ -518,3 +518,17 @@ def test_a_harmless_warn_that_nccl_failed_on_is_the_failure(tmp_path: Path) -> N
         "Destroy COMPLETE\n"
     )
     assert _pasted(tmp_path, REAL_PATH + went_on).verdict.kind == "healthy"
+
+
+def test_a_process_without_the_network_it_was_told_to_use_is_the_culprit(tmp_path: Path) -> None:
+    # NCCL_NET=IB on a node without IB: that rank fails init; its peers wait for it.
+    text = (
+        "[rank2]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/"
+        "c10d/NCCLUtils.hpp:275, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL "
+        "version 2.19.3\n"
+        "[rank2]: ncclInvalidUsage: This usually reflects invalid usage of NCCL library.\n"
+        "[rank2]: Last error:\n"
+        "[rank2]: Error: network IB not found.\n"
+    )
+    verdict = _pasted(tmp_path, text).verdict
+    assert (verdict.kind, verdict.culprit_ranks) == ("transport-mismatch", (2,))
