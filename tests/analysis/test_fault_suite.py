@@ -161,3 +161,31 @@ def test_an_exit_code_first_in_time_is_the_cause_without_its_traceback(tmp_path:
     timeout = [f for f in d.findings if f.code == "LS103"]
     assert timeout and timeout[0].severity == "warning"
     assert timeout[0].title.endswith("after rank(s) 11 had died")
+
+
+def test_init_never_of_a_rank_whose_nccl_log_is_there_names_its_process(tmp_path: Path) -> None:
+    # Rank 3 loaded NCCL (its version line, bootstrap) and never started the init the others
+    # wait in: its own log places it, so its host and pid are named with more confidence.
+    for r in range(4):
+        host, pid = f"node{r // 2}", 7000 + r
+        lines = [
+            f"{host}:{pid}:{pid} [{r % 2}] NCCL INFO Bootstrap : Using eth0:10.0.0.{r // 2 + 1}<0>",
+            f"{host}:{pid}:{pid} [{r % 2}] NCCL INFO NCCL version 2.21.5+cuda12.4",
+        ]
+        if r != 3:
+            lines.append(
+                f"{host}:{pid}:{pid + 40} [{r % 2}] NCCL INFO ncclCommInitRank comm 0x55a{r} "
+                f"rank {r} nranks 4 cudaDev {r % 2} nvmlDev {r % 2} busId {r % 2}000 commId "
+                "0x1234 - Init START"
+            )
+        (tmp_path / f"nccl_rank{r}.log").write_text("\n".join(lines) + "\n")
+    d = analyze([str(tmp_path)]).diagnosis
+    v = d.verdict
+    assert (v.kind, v.code, v.culprit_ranks, v.culprit_hosts, v.culprit_pids) == (
+        "init-stall",
+        "LS110",
+        (3,),
+        ("node1",),
+        (7003,),
+    )
+    assert "it ran and stopped before the init" in d.findings[0].detail

@@ -41,6 +41,11 @@ class InitNeverReached(Rule):
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         launched = {e.rank: e for m in index.manifests for e in m.ranks}
+        # A process of that rank with NCCL lines of its own (its version, bootstrap) ran
+        # NCCL and stopped before this init: its log is in the evidence, not missing.
+        ran_nccl = {
+            p.rank: p for p in index.procs.values() if p.rank is not None and "nccl" in p.families
+        }
         for key in sorted(index.comms):
             state = index.comms[key]
             if state.completed or not state.started or not state.nranks:
@@ -51,24 +56,38 @@ class InitNeverReached(Rule):
             if not missing or len(missing) * 2 >= state.nranks:
                 continue  # more absent than present: the logs were not all collected
             known = [r for r in missing if r in launched]
-            hosts = sorted({h for r in known if (h := launched[r].host)})
-            pids = sorted(p for r in known if (p := launched[r].pid) is not None)
+            wrote = [r for r in missing if r in ran_nccl and r not in launched]
+            hosts = sorted(
+                {h for r in known if (h := launched[r].host)}
+                | {h for r in wrote if (h := ran_nccl[r].host)}
+            )
+            pids = sorted(
+                [p for r in known if (p := launched[r].pid) is not None]
+                + [p for r in wrote if (p := ran_nccl[r].pid) is not None]
+            )
             started = sorted(state.started)
             events: list[Event] = [state.started[r] for r in started[:3]]
             events += index.manifests[:1]
             who = name_ranks(missing)
-            confirmed = len(known) == len(missing)
+            confirmed = len(known) + len(wrote) == len(missing)
+            if len(wrote) == len(missing):
+                said = (
+                    f"{who} logged NCCL lines of its own (its version, bootstrap) but not this "
+                    "communicator's Init START: it ran and stopped before the init"
+                )
+            else:
+                said = f"{who} logged no NCCL line of this communicator"
             detail = (
                 f"{len(started)} of {state.nranks} ranks of communicator {key} logged Init START "
-                f"and nothing after it; {who} logged no NCCL line at all. Bootstrap waits for "
-                "every rank, so the others hang in init until the missing ones arrive."
+                f"and nothing after it; {said}. Bootstrap waits for every rank, so the others "
+                "hang in init until the missing ones arrive."
             )
-            if confirmed:
+            if len(known) == len(missing):
                 detail += (
                     f" The bundle manifest lists {who} as running (pid "
                     f"{', '.join(map(str, pids))}), so the process existed but never called NCCL."
                 )
-            else:
+            elif not confirmed:
                 detail += (
                     f" Whether {who} ran at all is not in the evidence: its log may simply be "
                     "missing from the inputs."
