@@ -128,6 +128,9 @@ PASTE_FORMS: dict[str, Callable[[int, str], str]] = {
     "through Python's logging": lambda n, line: (
         f"2026-03-21 02:07:{n % 60:02d},123 - trainer - INFO - {line}"
     ),
+    "through a logger's level column": lambda n, line: (
+        f"2026-03-21 02:07:{n % 60:02d}.123 | INFO | {line}"
+    ),
     "from syslog": lambda n, line: f"Mar 21 02:07:{n % 60:02d} {line}",
     "numbered by cat -n": lambda n, line: f"{n + 1:6d}\t{line}",
     "numbered by a web viewer": lambda n, line: f"{n + 1:4d}  {line}",

@@ -26,6 +26,7 @@ from typing import Any
 from logsleuth.model.base import NO_ORIGIN, Origin
 from logsleuth.parse.numbering import (
     LOGGER_LEVEL,
+    LOKI_LABELS,
     MONTHS,
     NCCL_WRITER,
     NUMBERING_SCHEMES,
@@ -51,11 +52,11 @@ WRITER_RANK = re.compile(
     r"\[(?i:rank)[:= ]?\s?(\d{1,6})(?:/\d+)?\]"
     r"|\((?i:rank)[:= ]?\s?(\d{1,6})(?:/\d+)?\)"
     r"|(?<![\w.-])(?:(?i:global|world)_)?(?i:rank)(?:=|: ?)(\d{1,6})(?![\w.])"
-    r"|\|\s*(?i:rank) (\d{1,6})\s*\|"
+    r"|(?:^|\|)\s*(?i:rank) (\d{1,6})\s*\|"
 )
 """A writer's rank as a log format writes it into its prefix: ``[RANK 2]``, ``(rank 2)``,
-``rank=2``, ``global_rank: 2``, ``| rank 2 |`` (a tag, not the word rank in prose; not a
-local rank)."""
+``rank=2``, ``global_rank: 2``, ``| rank 2 |`` (``rank 2 |`` where the columns before it
+were taken off as a logger's prefix; a tag, not the word rank in prose; not a local rank)."""
 MPI_TAG = re.compile(r"\[\d+,(?:mpirank:)?(\d+)(?:,([\w.\-]+))?\]<(?:stdout|stderr|stddiag)>:\s?")
 """Open MPI's ``--tag-output`` (``[1,3]<stdout>:``), and SageMaker's form of it that names
 the host too (``[1,mpirank:3,algo-2]<stderr>:``)."""
@@ -129,7 +130,7 @@ _CLOUDWATCH_STREAM = re.compile(r"[\w.\-]+(?:/[\w.\-\[\]$]+)+\s")
 # Kubernetes CRI log files: "<ISO time> stdout|stderr F|P <message>".
 _CRI_STREAM = re.compile(r"(?:stdout|stderr) [FP] ")
 # Grafana/Loki's "Download logs": "<ISO time> {container="x", pod="y"} <message>".
-_LOKI_LABELS = re.compile(r'\{[\w.]+="[^"]*"(?:, ?[\w.]+="[^"]*")*\}\s')
+_LOKI_LABELS = re.compile(LOKI_LABELS)
 _KUBECTL = re.compile(r"\[pod/([^\s/\]]+)/[^\s\]]+\]\s")
 # docker compose's "<container>  | " (v2 ``trainer-1``, ``proj-trainer-1``; v1 ``trainer_1``):
 # the container's name ends in its replica number, and stands for the host.

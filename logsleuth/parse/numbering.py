@@ -27,11 +27,14 @@ _WIDEST_SEPARATOR = 8
 """The most blanks a viewer puts between a line's number and its text."""
 _VIEWER_SEPARATOR = re.compile(r"\s*\d{1,9}( +)(?=\S)")
 LOGGER_LEVEL = (
-    r"(?:\| [A-Z]+ *\| [\w.<>\-]+:[\w.<>\-]+:\d+ - "
+    r"(?:\| [A-Z]+ *\| (?:[\w.<>\-]+:[\w.<>\-]+:\d+ - )?"
     r"|(?:- [\w.\-]+ - )?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL) (?:- )?)"
 )
 """What a Python logger writes after its time: loguru's ``| ERROR    | pkg.mod:func:240 -
-``, logging's ``INFO `` or ``- trainer - INFO - ``."""
+`` (or a format of its level column alone, ``| INFO | ``), logging's ``INFO `` or ``-
+trainer - INFO - ``."""
+LOKI_LABELS = r'\{[\w.]+="[^"]*"(?:, ?[\w.]+="[^"]*")*\}(?:\s|$)'
+"""The stream labels Grafana/Loki writes after a line's time (``{container="x", pod="y"} ``)."""
 NUMBERING_SCHEMES: dict[str, re.Pattern[str]] = {
     # A viewer puts blanks between the number and the text (``less -N`` one, vim's and
     # many web viewers' more); ``cat -n`` a tab. The text keeps its own indentation (a stack
@@ -51,7 +54,11 @@ NUMBERING_SCHEMES: dict[str, re.Pattern[str]] = {
     # A collector's time without brackets: ISO date and time (``ts``, log shippers), or a
     # Python logger's with the logger's name and level after it ...
     "stamp": re.compile(
-        r"(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d)(?:[.,](\d+))? (?:" + LOGGER_LEVEL + ")?"
+        r"(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d)(?:[.,](\d+))?[ \t](?:"
+        + LOGGER_LEVEL
+        + "|"
+        + LOKI_LABELS
+        + ")?"
     ),
     # ... or syslog's (journalctl, /var/log/messages), with the host and program[pid].
     "syslog": re.compile(f"{_SYSLOG_TIME}(?:{_SYSLOG_WRITER})? "),

@@ -222,6 +222,12 @@ def test_a_loggers_stamp_on_every_line_goes_with_its_name_and_level() -> None:
     assert detect_numbering(lines) == "stamp"
     assert strip_numbering(lines[2], "stamp")[0] == "    f (x.py:3)"
     assert strip_numbering("2026-03-21 02:07:00 plain", "stamp")[0] == "plain"
+    # A level column alone (``| INFO | ``), and Grafana/Loki's labels after a tab.
+    assert strip_numbering("2026-03-21 02:07:00.123 | INFO |     f (x.py:3)", "stamp")[0] == (
+        "    f (x.py:3)"
+    )
+    loki = '2026-03-21 02:07:00.123\t{container="trainer", pod="w-0"}\tThread 42 (idle)'
+    assert strip_numbering(loki, "stamp")[0] == "Thread 42 (idle)"
 
 
 def test_srun_labels() -> None:
