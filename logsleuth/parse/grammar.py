@@ -37,7 +37,8 @@ def load_parser(
     ``transformer`` is a class: its instance is applied by the parser as it reduces (an
     LALR parser's tree is never built). Equal arguments give the same parser object.
     An LALR parser's tables are kept in Lark's cache (see :func:`_cache_file`): every
-    process after the first, a pool's workers included, loads them in a tenth of the time.
+    later run, and every worker that starts afresh (a spawned process, a Dask worker),
+    loads them in a tenth of the time.
     """
     cached = _cache_file(name, start, lexer) if parser == "lalr" else None
     return Lark(
