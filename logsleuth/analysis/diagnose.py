@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 
+from logsleuth.analysis.attempts import with_restarts
 from logsleuth.analysis.flight import failed_call_sites
 from logsleuth.analysis.index import EvidenceIndex, Proc, Stream, build_index
 from logsleuth.analysis.overview import (
@@ -673,7 +674,7 @@ def _diagnose(events: Sequence[Event], inputs: Sequence[InputSummary], version: 
     findings = _merge(findings)
     findings.sort(key=_rank_key)
     findings = _ownerless_cause_of_death(index, _own_error_first(index, findings, events))
-    findings = _with_failed_call_sites(index, findings)
+    findings = with_restarts(index, _with_failed_call_sites(index, findings))
     findings, led = _lead(_corroborate(findings), _coverage(index), _truncated_ranks(index))
     input_views = tuple(
         InputView(
