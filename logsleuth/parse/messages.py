@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from logsleuth.model.base import Origin, SourceRef
 from logsleuth.model.messages import LogMessage
+from logsleuth.model.torch import ERROR_LEVELS
 from logsleuth.parse.base import Line, Reader, Sink
 from logsleuth.parse.catalog import PREFIX, CatalogMatch, load_catalog
 from logsleuth.parse.clean import WRITER_RANK
@@ -83,7 +84,7 @@ _PREFIX_SEVERITY = re.compile(
 )
 """An error's severity in a log line's prefix: a level word (``[ERROR]``, ``ERROR 05-02``,
 ``UCX  ERROR``) or glog's and TensorFlow's letter (``E0502 11:03:12``, ``: E file.cc:741]``)."""
-_SEVERITY_WORDS = {"E": "ERROR", "ERR": "ERROR", "F": "FATAL", "CRIT": "CRITICAL"}
+_SEVERITY_WORDS = {**ERROR_LEVELS, "ERR": "ERROR", "CRIT": "CRITICAL"}
 
 
 def prefix_level(prefix: str) -> str:

@@ -523,7 +523,7 @@ def _catalog_message(event: TorchUnrecognized) -> LogMessage | None:
 
 
 def _error_record(event: TorchUnrecognized) -> LogMessage | None:
-    """Keep a record logged at ERROR or FATAL whose message no catalog knows, or None.
+    """Keep a record logged at ERROR, FATAL or CRITICAL whose message no catalog knows, or None.
 
     The prefix alone is evidence (XLA's ``E0502 ... rendezvous.cc:38] ...``, a c10 error of
     a newer torch): the line is a log record of an error, typed by its level, not its text.
