@@ -101,4 +101,20 @@ def test_a_task_list_joined_to_its_header_line_names_its_tasks(tmp_path: Path) -
         "at the barrier: /job:jax_worker/replica:0/task:0. Timed out task names: "
         "/job:jax_worker/replica:0/task:1\n"
     )
-    assert _verdict(tmp_path, text) == ("missing-collective", (1,), "LS126")
+    assert _verdict(tmp_path, text) == ("init-stall", (1,), "LS126")
+
+
+def test_tasks_late_at_the_start_up_barrier_never_joined_the_job(tmp_path: Path) -> None:
+    # jax.distributed.initialize's connect barrier: the job never started, nothing diverged.
+    text = (
+        "2024-06-02 18:22:41.017523: E external/xla/xla/pjrt/distributed/client.cc:134] Failed "
+        "to connect to distributed JAX controller: DEADLINE_EXCEEDED: Barrier timed out. Id: "
+        "PjRT_Client_Connect. This usually happens because a task triggered the barrier too "
+        "early or too slowly.\n# of tasks that reached the barrier: 3/4.\n"
+        "The first task at the barrier: /job:jax_worker/replica:0/task:0. Some timed out task "
+        "names:\n/job:jax_worker/replica:0/task:2\n"
+    )
+    assert _verdict(tmp_path, text) == ("init-stall", (2,), "LS126")
+    # A barrier of a jitted step is no start-up: the late task diverged.
+    text = BARRIER.format(reached=3, tasks=4) + "/job:jax_worker/replica:0/task:2\n"
+    assert _verdict(tmp_path, text) == ("missing-collective", (2,), "LS126")

@@ -94,3 +94,24 @@ def test_a_process_without_init_lines_is_known_by_its_own_connections(tmp_path: 
     )
     ranks = {r.pid: r.rank for r in d.ranks}
     assert ranks[151778] == 0  # the receiving side of "7 -> 0 [receive]"
+
+
+def test_a_rank_whose_exception_names_other_ranks_only_reports_them(tmp_path: Path) -> None:
+    # Rank 0 raises monitored_barrier's verdict about ranks 3 and 5: they are the culprits,
+    # not rank 0, whose launcher prefix places the traceback.
+    text = (
+        "[rank0]: Traceback (most recent call last):\n"
+        '[rank0]:   File "ddp_train.py", line 144, in <module>\n'
+        "[rank0]:     dist.monitored_barrier(wait_all_ranks=True)\n"
+        "[rank0]: RuntimeError: [Rank 0]: Ranks 3, 5 failed to pass monitoredBarrier in 30000 ms\n"
+    )
+    assert _verdict(tmp_path, text) == ("missing-collective", (3, 5))
+    # DDP's model check names no culprit: either rank may hold the wrong model.
+    text = (
+        "[rank1]: Traceback (most recent call last):\n"
+        '[rank1]:   File "train.py", line 120, in <module>\n'
+        "[rank1]:     model = DDP(model, device_ids=[args.local_rank])\n"
+        "[rank1]: RuntimeError: DDP expects same model across all ranks, but Rank 1 has 212 "
+        "params, while rank 0 has inconsistent 210 params.\n"
+    )
+    assert _verdict(tmp_path, text)[0] == "collective-mismatch"

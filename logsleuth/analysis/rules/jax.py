@@ -17,6 +17,10 @@ from logsleuth.model.ranks import format_ranks
 
 _LISTED = re.compile(r"^\s*/job:[\w.\-]+/replica:\d+/task:(\d+)\s*[,.]?\s*$")
 _BARRIER = re.compile(r"\bBarrier timed out\b")
+_BARRIER_ID = re.compile(r"\bBarrier timed out\. (?:Barrier_id|Id): ([\w.\-:()]+?)\.?(?:\s|$)")
+_STARTUP_BARRIER = re.compile(r"connect|initiali[sz]e|register", re.IGNORECASE)
+"""A barrier id of the start-up (JAX's ``PjRT_Client_Connect``): the late tasks never
+joined the job, which is an initialization that did not complete."""
 _UNHEALTHY = re.compile(r"\bstopped sending heartbeats\b")
 _LATE_LIST = re.compile(r"\b(?:[Tt]imed out task names|did not reach the barrier):?")
 """Where a barrier's message begins its list of late tasks (the first task at the barrier,
@@ -78,6 +82,7 @@ class JaxCoordination(Rule):
         gone: dict[int, list[Event]] = {}
         context: list[Event] = []
         jobs: set[str] = set()
+        startup = False
         for _source, group in groupby(messages, key=lambda m: m.ref.source):
             lines = list(group)
             listing: dict[int, list[Event]] | None = None
@@ -86,6 +91,8 @@ class JaxCoordination(Rule):
                 jobs.update(_JOB.findall(text))
                 if _BARRIER.search(text):
                     listing = late
+                    barrier = _BARRIER_ID.search(text)
+                    startup |= bool(barrier and _STARTUP_BARRIER.search(barrier.group(1)))
                     context.append(message)
                     _listed_after(_LATE_LIST, text, message, late)
                 elif found := _UNHEALTHY.search(text):
@@ -117,6 +124,23 @@ class JaxCoordination(Rule):
                 (
                     "On the host of the listed task(s): dmesg -T (OOM killer, Xid), the "
                     "scheduler's record (preemption, node failure), the task's own last output.",
+                ),
+                jobs,
+            )
+        elif late and startup:
+            yield self._found(
+                "init-stall",
+                late,
+                context,
+                "never joined the job: the start-up barrier timed out without them",
+                "The coordination service's start-up barrier (the connect of "
+                "jax.distributed.initialize) lists the tasks that never connected; the tasks "
+                "that arrived only waited for them.",
+                (
+                    "Check that the listed task(s) started at all and reach the coordinator's "
+                    "address (scheduler record, the task's own first lines, its host's network).",
+                    "Check that every process was given the same coordinator address, "
+                    "num_processes and a distinct process_id.",
                 ),
                 jobs,
             )

@@ -457,7 +457,9 @@ def _benign_exception(exc_type: str | None, message: str | None = None) -> bool:
     if _CONSEQUENCE_TEXT.search(message):
         return True
     hit = knowledge.lookup(message)
-    return hit is not None and hit.entry.role in ("symptom", "benign")
+    return hit is not None and (
+        hit.entry.role in ("symptom", "benign") or hit.entry.culprit == "peer"
+    )
 
 
 class LeftEarly(Rule):
