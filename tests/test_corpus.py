@@ -194,7 +194,7 @@ def _first_line_cut(lines: list[str]) -> list[str]:
 
 EXCERPT_FORMS: dict[str, tuple[Callable[[list[str]], list[str]], float]] = {
     "first line cut halfway": (_first_line_cut, 60.0),
-    "every line cut at 120 columns": (lambda lines: [line[:120] for line in lines], 62.0),
+    "every line cut at 120 columns": (lambda lines: [line[:120] for line in lines], 64.0),
     "newest line first": (lambda lines: lines[::-1], 64.5),
 }
 """Excerpts that lose or reorder evidence, with the corpus score each must keep at least (the

@@ -687,10 +687,10 @@ def build_index(events: Sequence[Event], inputs: Iterable[InputSummary] = ()) ->
             stream = (origin.host, origin.pid)
             found = comm_of.get((origin.host, origin.pid, event.comm))
             if found is None:
-                # No Init line for this comm pointer (an excerpt): comms of one size are one.
-                found = (
-                    f"nranks={event.nranks}" if event.nranks is not None else f"comm {event.comm}"
-                )
+                # No Init line for this comm pointer (an excerpt): comms of one size are one,
+                # and so are those of a size no line says (NCCL before 2.7 does not print
+                # it; a line cut at a terminal's width loses it).
+                found = f"nranks={event.nranks if event.nranks is not None else '?'}"
                 comm_of[(origin.host, origin.pid, event.comm)] = found
                 keys_of[stream].add(found)
             key = found

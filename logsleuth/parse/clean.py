@@ -354,7 +354,7 @@ _LINE_START = re.compile(
     r"(?<![\w.\-])[^\s:\[\]]+:\d+:\d+ (?:\[-?\d+\] |NCCL )"  # NCCL host:pid:tid
     r"|\[(?:rank|default)\d+\]:|\[rank: \d+\] "  # torchrun / torch excepthook, Lightning
     r"|\[\d+,\d+\]<std(?:out|err|diag)>:"  # Open MPI
-    r"|\[[EWIFC]\d{4} \d\d:\d\d:\d\d|\[[EWIF] [\w.]+:\d+\] "  # c10 logging
+    r"|\[[EWIFC]\d{3,4} \d\d:\d\d:\d\d|\[[EWIF] [\w.]+:\d+\] "  # c10 logging
     r"|(?<![\w.])[EWIF]\d{4} \d\d:\d\d:\d\d\.\d+ "  # glog
     r"|Traceback \(most recent call last\)"
     r"|\[Rank \d+\] (?=Watchdog|Exception|Process group|Heartbeat|Timeout|Received)"  # c10 message tag

@@ -284,13 +284,24 @@ class TorchReader(Reader):
             )
             extra = {
                 "reason": reason.strip(),
-                "detail": record.detail,
-                "error_code": record.error_code,
+                "detail": record.detail or payload.fields.get("detail"),
+                "error_code": record.error_code or payload.fields.get("error_code"),
                 "raised_from": payload.fields.get("raised_from") or record.raised_from,
                 "cpp_frames": tuple(record.cpp_frames),
             }
         elif payload.cls is DebugDump and record.fr_frames:
             extra = {"frames": tuple(record.fr_frames)}
+        elif (record.detail or record.error_code) and isinstance(
+            payload.fields.get("message"), str
+        ):
+            # A record no shape knows (cut at a terminal's width, a newer torch's wording)
+            # keeps what its continuation says: the NCCL result and its ``Last error:``.
+            tail = [
+                record.error_code or "",
+                f"Last error: {record.detail}" if record.detail else "",
+            ]
+            message = " ".join([payload.fields["message"], *filter(None, tail)])
+            payload = replace(payload, fields={**payload.fields, "message": message})
         elif record.kind == "terminate" and not payload.known:
             reason = payload.fields["message"] or f"uncaught {record.cpp_type}"
             # Keep the rank the ``what():`` text's own ``[Rank N]`` tag names.

@@ -139,6 +139,23 @@ def launcher_payload(action: str, message: str = "", **values: Any) -> Payload:
     return Payload(LauncherEvent, {"action": action, "message": message, **values})
 
 
+_RESULT_NAME = re.compile(r"\s*(nccl[A-Z]\w*(?:Error|Usage|Progress))\b:?")
+"""The name of NCCL's result (``ncclInvalidUsage``, ``ncclRemoteError``) where torch prints it."""
+
+
+def _flattened_detail(rest: str) -> dict[str, str]:
+    """What follows ``NCCL version X`` on the same line: the continuation lines of the error
+    (the result's name, ``Last error: ...``) where a paste or a log collector joined them."""
+    found: dict[str, str] = {}
+    code = _RESULT_NAME.match(rest)
+    if code is not None:
+        found["error_code"] = code.group(1)
+    _, said, detail = rest.partition("Last error:")
+    if said and detail.strip():
+        found["detail"] = detail.strip()
+    return found
+
+
 def error_payload(kind: str, reason: str, **values: Any) -> Payload:
     """Return the payload of a :class:`WatchdogError` of ``kind``."""
     return Payload(WatchdogError, {"kind": kind, "reason": reason, **values})
@@ -280,20 +297,33 @@ class LineTransformer(Transformer[Token, Any]):
 
     def pg_terminated(self, inner: Payload) -> Payload:
         if inner.cls is WatchdogError and inner.fields["kind"] == "nccl-error":
+            more = {k: v for k in ("detail", "error_code") if (v := inner.fields.get(k))}
             reason = inner.fields["reason"]
-            return error_payload("terminated", reason, nccl_version=inner.fields["nccl_version"])
+            return error_payload(
+                "terminated", reason, nccl_version=inner.fields["nccl_version"], **more
+            )
         # The reader quotes the inner message; an inner timeout also becomes its own event.
         return Payload(WatchdogError, {"kind": "terminated", "reason": ""}, inner=inner)
 
-    def nccl_version(self, version: Token, *_: Token) -> str:
-        return str(version)
+    def nccl_version(self, version: Token, *rest: Token) -> tuple[str, dict[str, str]]:
+        return str(version), _flattened_detail(_opt(rest, 0))
 
-    def nccl_error(self, reason: Token, version: str | None = None) -> Payload:
-        return error_payload("nccl-error", str(reason).strip(), nccl_version=version)
+    def nccl_error(
+        self, reason: Token, version: tuple[str, dict[str, str]] | None = None
+    ) -> Payload:
+        number, more = version or (None, {})
+        return error_payload("nccl-error", str(reason).strip(), nccl_version=number, **more)
 
-    def nccl_error_in(self, location: Token, reason: Token, version: str | None = None) -> Payload:
+    def nccl_error_in(
+        self, location: Token, reason: Token, version: tuple[str, dict[str, str]] | None = None
+    ) -> Payload:
+        number, more = version or (None, {})
         return error_payload(
-            "nccl-error", str(reason).strip(), nccl_version=version, raised_from=str(location)
+            "nccl-error",
+            str(reason).strip(),
+            nccl_version=number,
+            raised_from=str(location),
+            **more,
         )
 
     def heartbeat(self, *rest: Token) -> Payload:

@@ -644,3 +644,68 @@ def test_ray_trains_worker_table_places_each_rank(tmp_path: Path) -> None:
     assert diagnosis.job.world_size == 4
     (row,) = [f for f in diagnosis.timeline if f.kind == "watchdog timeout"]
     assert (row.ranks, row.hosts) == ("0", ("10.0.1.5",))
+
+
+def test_an_nccl_error_flattened_onto_one_line_keeps_its_last_error(tmp_path: Path) -> None:
+    # The continuation lines of torch's NCCL error (its result, `Last error:`) joined to
+    # the first by a paste or a collector: NCCL's own message is still the cause.
+    text = (
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:1970, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL "
+        "version 2.19.3 ncclInvalidUsage: This usually reflects invalid usage of NCCL library. "
+        "Last error: Duplicate GPU detected : rank 3 and rank 11 both on CUDA device 1a000\n"
+    )
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_ranks) == ("duplicate-gpu", (3, 11))
+
+
+def test_a_record_cut_at_a_width_keeps_the_last_error_of_its_continuation(
+    tmp_path: Path,
+) -> None:
+    # Each line cut at 120 columns: the watchdog's record lost its words, the NCCL message
+    # on its `Last error:` continuation did not; the next c10 record (a month printed
+    # without its zero, `E207`) is no piece of the one before.
+    lines = [
+        "[rank5]:[E207 19:37:09.983540349 ProcessGroupNCCL.cpp:681] [Rank 5] Some NCCL "
+        "operations have failed or timed out. Due to the asynchronous nature of CUDA kernels",
+        "[rank5]:[E207 19:37:09.983555114 ProcessGroupNCCL.cpp:695] [Rank 5] To avoid data "
+        "inconsistency, we are taking the entire process down.",
+        "[rank5]:[E207 19:37:09.983600771 ProcessGroupNCCL.cpp:1895] [PG ID 0 PG GUID "
+        "0(default_pg) Rank 5] Process group watchdog thread terminated with exception: NCCL "
+        "error: remote process exited or there was a network error, NCCL version 2.21.5",
+        "ncclRemoteError: A call failed possibly due to a network error or a remote process "
+        "exiting prematurely.",
+        "Last error:",
+        "socketProgressOpt: Call to recv from 10.119.24.53<49901> failed : Broken pipe",
+    ]
+    verdict = _verdict(tmp_path, "".join(line[:120] + "\n" for line in lines))
+    assert (verdict.kind, verdict.culprit_hosts) == ("process-died", ("10.119.24.53",))
+
+
+def test_a_slurm_step_cancelled_by_a_node_failure_is_a_death_of_an_unnamed_node(
+    tmp_path: Path,
+) -> None:
+    # The node slurmstepd names runs the step and survived: it is not the lost node.
+    text = (
+        "slurmstepd: error: *** STEP 771231.0 ON gpu-node-44 CANCELLED AT 2024-05-03T10:01:44 "
+        "DUE TO NODE FAILURE ***\n"
+    )
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_hosts) == ("process-died", ())
+
+
+def test_coll_lines_cut_before_their_size_are_still_compared(tmp_path: Path) -> None:
+    # COLL lines cut before `[nranks=2]`, no init lines: the communicators of an unknown
+    # size are compared as those of one size are.
+    def calls(name: str, comms: list[str], counts: list[int]) -> str:
+        rows = [
+            f"AllReduce: opCount 0 sendbuff 0x7f27f7250200 recvbuff 0x7f27f7250000 count {n} "
+            f"datatype 7 op 0 root 0 comm {comm}"
+            for comm, n in zip(comms, counts, strict=True)
+        ]
+        return f"{name}:\n" + "\n".join(rows) + "\n"
+
+    text = calls("Rank A", ["0x7f27b400be70", "0x7f27ac009280"], [3, 2]) + calls(
+        "Rank B", ["0x7f5ed4009280", "0x7f5ed00092b0"], [2, 3]
+    )
+    assert _verdict(tmp_path, text).kind == "collective-mismatch"

@@ -184,7 +184,12 @@ def test_the_nccl_warn_quoted_in_a_dist_backend_error_is_read(tmp_path: Path) ->
         "[rank1]: Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1b000\n"
     )
     verdict = analyze([str(log)]).diagnosis.verdict
-    assert (verdict.kind, verdict.code, verdict.culprit_ranks) == ("duplicate-gpu", "LS701", (1,))
+    # The warning names the pair that shares the GPU: both, though only rank 1's side is here.
+    assert (verdict.kind, verdict.code, verdict.culprit_ranks) == (
+        "duplicate-gpu",
+        "LS701",
+        (0, 1),
+    )
     assert verdict.summary.startswith("rank 1: ")
 
 
