@@ -121,6 +121,8 @@ PASTE_FORMS: dict[str, Callable[[int, str], str]] = {
     "indented by a tab": lambda n, line: f"\t{line}",
     "boxed in pipes": lambda n, line: f"| {line} |",
     "quoted in a reply": lambda n, line: f"> {line}",
+    "as a chat's bulleted list": lambda n, line: f"- {line}" if line.strip() else line,
+    "with a page's HTML line breaks": lambda n, line: f"{line}<br>",
     "from a Kubernetes CRI log": lambda n, line: (
         f"2026-03-21T02:07:{n % 60:02d}.123456789Z stderr F {line}"
     ),
@@ -192,10 +194,29 @@ def _first_line_cut(lines: list[str]) -> list[str]:
     return [*lines[:first], lines[first][len(lines[first]) // 2 :], *lines[first + 1 :]]
 
 
+def _hard_wrapped(width: int, hang: int = 0) -> Callable[[list[str]], list[str]]:
+    """A terminal's hard wrap at ``width``; with ``hang``, the pieces after the first are
+    indented by that many blanks and fill the width with them (a wrapping log handler)."""
+
+    def wrap(lines: list[str]) -> list[str]:
+        out = []
+        for line in lines:
+            out.append(line[:width])
+            rest = line[width:]
+            while rest:
+                out.append(" " * hang + rest[: width - hang])
+                rest = rest[width - hang :]
+        return out
+
+    return wrap
+
+
 EXCERPT_FORMS: dict[str, tuple[Callable[[list[str]], list[str]], float]] = {
     "first line cut halfway": (_first_line_cut, 60.0),
     "every line cut at 120 columns": (lambda lines: [line[:120] for line in lines], 64.0),
     "newest line first": (lambda lines: lines[::-1], 64.5),
+    "hard-wrapped at 80 columns": (_hard_wrapped(80), 67.0),
+    "wrapped at 100 columns under a hanging indent": (_hard_wrapped(100, 4), 66.0),
 }
 """Excerpts that lose or reorder evidence, with the corpus score each must keep at least (the
 score measured when the form was added; raised as it improves): unlike the paste forms above

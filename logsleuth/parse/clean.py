@@ -164,6 +164,8 @@ TYPOGRAPHY = {
     0x2212: "-",  # minus sign
 }
 """What a web page, a chat or a word processor puts for a log's blanks, quotes and dashes."""
+_BR_END = re.compile(r"[ \t]*<br[ \t]*/?>[ \t]*$", re.IGNORECASE)
+"""An HTML line break at the end of a line copied from a page's source or a rich editor."""
 _TAB_FRAME = re.compile(r"\t+\S.* \(.+:\d+\)$")
 """A py-spy frame line (``func (file.py:12)``) indented by tabs."""
 
@@ -173,7 +175,8 @@ def clean(raw: str) -> str:
 
     The leading tabs of a py-spy frame line become 4 blanks each; no-break and other
     typographic blanks, curly quotes and dashes become what the program wrote. HTML
-    entities of a page copied as source (``&lt;``, ``&quot;``, ``&#39;``) are undone.
+    entities of a page copied as source (``&lt;``, ``&quot;``, ``&#39;``) are undone, and
+    the page's line break (``<br>``) ending a line is taken off.
     """
     if "\x1b" in raw:
         raw = _ANSI.sub("", raw)
@@ -183,6 +186,9 @@ def clean(raw: str) -> str:
         raw = raw.rsplit("\r", 1)[-1] if raw.rsplit("\r", 1)[-1].strip() else raw.replace("\r", "")
     if "\x00" in raw:
         raw = raw.replace("\x00", "")
+    if "<" in raw and (end := _BR_END.search(raw)) is not None:
+        # A line break of an HTML page (``<br>``) left at the end of a pasted line.
+        raw = raw[: end.start()]
     if "&" in raw and _ENTITY.search(raw):
         raw = html.unescape(raw).replace("\xa0", " ")
     if not raw.isascii():
@@ -237,11 +243,17 @@ def detect_wrap(sample: Sequence[str]) -> int | None:
     near = sum(1 for n in lengths if width - 10 <= n <= width)
     if len(cut) * 10 < near * 3:
         return None
+    # Under a wrapping handler's hanging indent, the pieces after the first share it: a
+    # piece followed by another is a cut like the first, though both begin alike.
+    hang = detect_hang(sample, width)
     fresh = sum(
         1
         for i in cut
         if sample[i + 1].strip()
-        and _start_shape(sample[i + 1]) != _start_shape(sample[i])
+        and (
+            _start_shape(sample[i + 1]) != _start_shape(sample[i])
+            or (hang != "" and sample[i + 1].startswith(hang))
+        )
         and not begins_line(sample[i + 1])
         and not _FRAME_ONLY.match(sample[i + 1])  # a stack's next frame, from another file
         and not _same_columns(sample[i], sample[i + 1])  # the next row of a table (sacct)
@@ -256,7 +268,56 @@ def detect_wrap(sample: Sequence[str]) -> int | None:
         before, after = sample[cut[0]], sample[cut[0] + 1]
         if before[-1:].isalnum() and after[:1].isalnum():
             return width
+        # Under a wrapping handler's hanging indent (``    tem error``, ``    .17.127.143``)
+        # the indent says the piece continues: a cut in any word or number is one. A line
+        # indented as deep is the next of an indented block (a report's, a table's).
+        hang = after[: len(after) - len(after.lstrip(" "))]
+        if (
+            len(hang) >= 2
+            and not _indented_by(before, hang)
+            and not _FRAME_ONLY.match(after)
+            and before[-1:].strip()
+            and after.lstrip(" ")[:1] not in ("", "#")
+        ):
+            return width
     return None
+
+
+def detect_hang(sample: Sequence[str], width: int) -> str:
+    """Return the blanks a hard wrap at ``width`` put before each continuation piece, or "".
+
+    A logging handler that wraps to the terminal (rich's, a console viewer's) indents the
+    pieces after the first to its message column: the lines after the cut pieces then share
+    a run of blanks no line of their own begins with (a stack frame keeps its indentation).
+    """
+    cuts = [i for i, line in enumerate(sample[:-1]) if len(line) == width]
+    after = [sample[i + 1] for i in cuts if sample[i + 1].strip()]
+    leads = [
+        line[: len(line) - len(line.lstrip(" "))]
+        for line in after
+        if line[:2] == "  " and not _FRAME_ONLY.match(line)
+    ]
+    # The longest run nearly every piece begins with: a piece whose text began with a blank
+    # (the cut fell before one) has one more.
+    for hang in sorted(set(leads), key=len, reverse=True):
+        if sum(1 for lead in leads if lead.startswith(hang)) * 5 >= len(after) * 4:
+            # Some cut piece must be a first one, not indented just so: in an indented block
+            # (a report) every long line is, and the next is its sibling.
+            return hang if any(not _indented_by(sample[i], hang) for i in cuts) else ""
+    return ""
+
+
+def _indented_by(line: str, blanks: str) -> bool:
+    """Say whether ``line`` begins with exactly ``blanks`` and then text."""
+    return line.startswith(blanks) and line[len(blanks) : len(blanks) + 1] not in (" ", "")
+
+
+def unhung(piece: str, hang: str) -> str:
+    """Return a wrapped line's continuation ``piece`` without the ``hang`` a wrapping handler
+    put before it (:func:`detect_hang`); a stack frame keeps its own indentation."""
+    if hang and piece.startswith(hang) and not _FRAME_ONLY.match(piece):
+        return piece[len(hang) :]
+    return piece
 
 
 _TERMINAL_WIDTHS = frozenset({80, 100, 120, 132, 160, 200})
@@ -463,6 +524,10 @@ def detect_lead(sample: Sequence[str]) -> str:
             common = common[: len(common) - 1]
         if not common:
             return ""
+    if (bullet := _BULLET.match(common)) is not None and len(set(lines)) > 1:
+        # A list's marker on every line (a chat's or a ticket's bullets); one line said
+        # again and again may begin with its own dash (NCCL RAS's ``- Snapshot ...``).
+        return bullet.group()
     cut = max(common.rfind(" "), common.rfind("\t"))
     lead = common[: cut + 1] if cut > 0 else ""
     # NCCL's device field alone (``[3] NCCL INFO ...``, its writer cut off) is no tag.
@@ -479,6 +544,8 @@ def detect_lead(sample: Sequence[str]) -> str:
     return lead if gained > before or (gained == before and _TAG.fullmatch(lead)) else ""
 
 
+_BULLET = re.compile(r"[-*+\u2022] +")
+"""A markdown or chat list marker: ``- ``, ``* ``, ``+ ``, ``\u2022 ``."""
 _TAG = re.compile(
     r"(?:\[[^\]]*\]|\([^)]*\)|\{[^}]*\}|<[^>]*>|[\w.\-@/]+ *\|)(?:[ \t]*(?:\[[^\]]*\]|\([^)]*\)|\{[^}]*\}|<[^>]*>|[\w.\-@/]+ *\||\|))*[ \t]+"
 )

@@ -27,6 +27,7 @@ from logsleuth.parse.clean import (
     begins_line,
     clean,
     detect_frame,
+    detect_hang,
     detect_indent,
     detect_lead,
     detect_word_wrap,
@@ -34,6 +35,7 @@ from logsleuth.parse.clean import (
     line_starts,
     strip_prefixes,
     unframe,
+    unhung,
     word_wrapped,
 )
 from logsleuth.parse.decode import decoded_chunks
@@ -105,6 +107,9 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
     # longest pieces share a length too, so it is told from a hard wrap first.
     word_wrap = detect_word_wrap(sample)
     wrap = detect_wrap(sample) if word_wrap is None else None
+    # The blanks a wrapping handler put before the pieces after the first (rich's message
+    # column): they go when the pieces are joined.
+    hang = detect_hang(sample, wrap) if wrap is not None else ""
     if (
         not frame
         and not indent
@@ -312,8 +317,9 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
         feed(first_no, text)
 
     def take(number: int, cleaned: str) -> None:
+        physical = cleaned  # a piece fills the width with the hang a wrapping handler put
         if held:
-            piece = _continued(held[0][1], cleaned)
+            piece = unhung(_continued(held[0][1], cleaned), hang)
             # A word wrap happens where the text is pasted, after any prefixes: a piece
             # that carries one of its own begins a line.
             if continues(held[-1][1], piece) and (word_wrap is None or piece == cleaned):
@@ -321,7 +327,7 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
             else:
                 flush_held()
         held.append((number, cleaned))
-        if not wrapped(cleaned) or len(held) >= _MAX_WRAPPED:
+        if not wrapped(physical) or len(held) >= _MAX_WRAPPED:
             flush_held()
 
     def wrapped(text: str) -> bool:
@@ -487,7 +493,7 @@ def _line_result(
 _DUMP_HEADER = "Process "
 """How a py-spy dump file begins (``Process 4242: python train.py``)."""
 
-_NOT_PLAIN = ("\x1b", "\r", "\x00", "&", "[repeated", "```", "~~~", " \n", "\n\t")
+_NOT_PLAIN = ("\x1b", "\r", "\x00", "&", "<br", "[repeated", "```", "~~~", " \n", "\n\t")
 """Text that :func:`clean` or :func:`strip_prefixes` would change, or a word-wrapped piece
 (a line ending in a blank): a file holding any goes line by line through the dispatcher."""
 

@@ -41,10 +41,10 @@ CONNECTS_SEEN = 8
 """Connection lines per stream whose shapes are looked at for release features."""
 _LONG = 1022
 """NCCL cut lines at 1023 bytes up to 2.28.9: a line this long may have lost its end."""
-_FOREIGN = ("]:", ">:", "&", "[repeated", "ChildFailedError")
+_FOREIGN = ("]:", ">:", "&", "<br", "[repeated", "ChildFailedError")
 _FOREIGN_AT = re.compile("|".join(map(re.escape, _FOREIGN))).search
-"""Text that makes the dispatcher look twice at a line (launcher tags, HTML entities, Ray's
-repeat marks, a torchrun summary): such a line goes the long way, as does a message holding
+"""Text that makes the dispatcher look twice at a line (launcher tags, HTML entities and
+line breaks, Ray's repeat marks, a torchrun summary): such a line goes the long way, as does a message holding
 ``NCCL `` (a torn line's second prefix, a version line)."""
 
 

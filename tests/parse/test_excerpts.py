@@ -119,15 +119,19 @@ def test_a_prefix_keeps_the_event(item: tuple[str, tuple[str, str]], prefix: str
 
 
 @SETTINGS
-@given(LINES, st.sampled_from(("quote", "backticks", "html")))
+@given(LINES, st.sampled_from(("quote", "backticks", "html", "bullet", "br")))
 def test_pasting_keeps_the_event(item: tuple[str, tuple[str, str]], how: str) -> None:
     line, key = item
     pasted = {
         "quote": f"> {line}",
         "backticks": f"`{line}`",
         "html": html.escape(line, quote=True),
+        "bullet": f"- {line}",
+        "br": f"{line}<br>",
     }[how]
-    assert key in _keys(pasted + "\n"), (how, pasted)
+    # A list's marker is read as one only on several lines: one ``- `` may be the text's.
+    more = "- pasted from the job's output\n- the same on every rank\n" if how == "bullet" else ""
+    assert key in _keys(f"{pasted}\n{more}"), (how, pasted)
 
 
 @SETTINGS
@@ -137,6 +141,26 @@ def test_hard_wrapping_keeps_the_event(item: tuple[str, tuple[str, str]], width:
     pieces = [line[i : i + width] for i in range(0, len(line), width)]
     text = "".join("\n".join(pieces) + "\n" for _ in range(COPIES))
     assert key in _keys(text), (width, line)
+
+
+@SETTINGS
+@given(LINES, st.sampled_from((80, 100, 120)), st.sampled_from((2, 4, 20)))
+def test_wrapping_under_a_hanging_indent_keeps_the_event(
+    item: tuple[str, tuple[str, str]], width: int, hang: int
+) -> None:
+    # A logging handler that wraps to the terminal (rich's) indents the pieces after the
+    # first to its message column; each piece fills the width with its indent. The lines'
+    # prefixes differ in length (ranks 1, 10, 100), so the cuts fall at different places.
+    line, key = item
+    text = ""
+    for rank in (1, 10, 100):
+        whole = f"[rank{rank}]:{line}"
+        pieces, rest = [whole[:width]], whole[width:]
+        while rest:
+            pieces.append(" " * hang + rest[: width - hang])
+            rest = rest[width - hang :]
+        text += "\n".join(pieces) + "\n"
+    assert key in _keys(text), (width, hang, line)
 
 
 def _cases() -> list[Path]:
