@@ -391,18 +391,21 @@ class NcclReader(FastLane, CollCompaction, NcclBlocks, Reader):
         return False
 
     def _emit_fragment(self, fragment: _Fragment, sink: Sink) -> None:
-        """Emit a torn line's head that no tail joined: a WARN stays a WARN, else unrecognized."""
+        """Emit a torn line's head that no tail joined: a WARN stays a WARN, a message the
+        grammar reads whole is that message (two lines joined without their line break),
+        else it is unrecognized."""
         parsed = _parse(fragment.text)
         if parsed is None or parsed[1] is None:
             return
         ref = SourceRef(self.source, fragment.number)
         event = _build(fragment.text, parsed, ref, fragment.text, fragment.hint)
-        if not isinstance(event, NcclWarn):
+        if not isinstance(event, NcclWarn) and parsed[2] is None:
             head = parsed[1]
             body = fragment.text[head.message_at :].strip()
-            event = NcclUnrecognized(
+            unknown = NcclUnrecognized(
                 ref=ref, text=fragment.text, origin=event.origin, level=head.level, message=body
             )
+            event = _catalog_message(unknown) or unknown
         sink.events.append(event)
         if not event.RECOGNIZED:
             sink.unrecognized_events += 1

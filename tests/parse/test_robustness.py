@@ -16,13 +16,13 @@ from logsleuth.model.nccl import (
     NcclCollective,
     NcclConnected,
     NcclCudaDriver,
+    NcclInfoNote,
     NcclInterface,
     NcclNetDevices,
     NcclNetwork,
     NcclProxyDump,
     NcclRing,
     NcclTree,
-    NcclUnrecognized,
     NcclVersionRange,
     NcclWarn,
 )
@@ -75,7 +75,7 @@ def test_a_glued_host_name_is_cut_to_a_known_host() -> None:
     assert {e.origin.host for e in events} == {"gpu-a01"}
 
 
-def test_an_unjoined_head_stays_a_warn_or_counts_as_unrecognized() -> None:
+def test_an_unjoined_head_is_read_as_far_as_it_goes() -> None:
     text = (
         "gpu-a01:4721:4790 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to"
         "gpu-a02:3310:3390 [0] NCCL INFO Using network IB\n"
@@ -84,19 +84,32 @@ def test_an_unjoined_head_stays_a_warn_or_counts_as_unrecognized() -> None:
     )
     result = read(text)
     events = events_of(result)
-    # In line order; on one line the complete line comes first, the unjoined head after.
+    # In line order; on one line the complete line comes first, the unjoined head after:
+    # a WARN stays a WARN, a communicator line cut before its end is read as one.
     assert [type(e).__name__ for e in events] == [
         "NcclNetwork",
         "NcclWarn",
         "NcclConnected",
-        "NcclUnrecognized",
+        "NcclInfoNote",
     ]
     _, warn, _, cut = events
     assert isinstance(warn, NcclWarn) and warn.origin.pid == 4721
     assert warn.message == "socketStartConnect: Connect to"
-    assert isinstance(cut, NcclUnrecognized) and cut.origin.pid == 4723
+    assert isinstance(cut, NcclInfoNote) and cut.origin.pid == 4723
+    assert cut.topic == "comm-truncated"
     # Both physical lines still carry a complete, recognized line.
     assert result.summary.recognized == 2
+
+
+def test_two_lines_that_lost_the_break_between_them_are_both_read() -> None:
+    # NCCL 2.3's whole communicator line, then another line glued to it: no tail follows,
+    # the head is a message of its own (the catalog's), not a torn piece.
+    text = (
+        "v08:1707:1718 [0] NCCL INFO rank 0 nranks 2v08:1707:1719 [0] NCCL INFO rank 0 nranks 2\n"
+    )
+    result = read(text)
+    assert [type(e).__name__ for e in events_of(result)] == ["LogMessage", "LogMessage"]
+    assert result.summary.recognized == 1
 
 
 def test_a_torn_line_behind_a_timestamp_keeps_the_timestamp() -> None:
