@@ -24,6 +24,8 @@ _START = re.compile(
     r"ChildFailedError\b|^Root Cause \(first observed failure\)\s*:?\s*$|^Failures:\s*$"
 )
 _ENTRY = re.compile(r"^\[(\d+)\]:\s*(.*)$")
+_ENTRY_IN = re.compile(r"\[(\d+)\]:\s*(.*?)(?=\s\[\d+\]:|$)")
+"""An entry inside a line (a flattened summary), up to the next entry."""
 _RANK = re.compile(r"\brank\s*:?\s*(\d+)\s*\(local[_ ]rank:\s*(\d+)\)", re.IGNORECASE)
 _EXIT = re.compile(r"\bexitcode\s*:?\s*(-?\d+)\s*\(pid:\s*(\d+)\)", re.IGNORECASE)
 _HOST = re.compile(r"\bhost\s*:\s*(\S+)")
@@ -59,6 +61,8 @@ class SummaryReader(Reader):
         self._until = 0
         self._root = False
         self._entry: _Entry | None = None
+        self._flattened: list[_Entry] = []
+        """Entries read from a summary flattened onto one line (emitted at the end)."""
         self._pending: list[int] = []
         """Lines taken before an entry began (the title, section heads): they join it."""
 
@@ -69,9 +73,15 @@ class SummaryReader(Reader):
         if "ChildFailedError" not in text and not text.lstrip().startswith(("Root", "Fail")):
             return
         text = text.strip()
-        if _START.search(text):
+        if found := _START.search(text):
             self._root = "Root Cause" in text
             self._until = line.no + _SPAN
+            # A whole summary flattened onto its first line (a paste that lost its line
+            # breaks): its entries follow on that line, whoever takes the line.
+            for entry in _ENTRY_IN.finditer(text, found.end()):
+                one = _Entry(line.no, self._root or "Root Cause" in text[: entry.start()])
+                if self._read(one, entry.group(2)) and one.values.keys() & {"exitcode", "rank"}:
+                    self._flattened.append(one)
 
     def feed(self, line: Line, sink: Sink) -> bool:
         """Offer a line no other reader took; take it when it belongs to a broken summary."""
@@ -102,6 +112,10 @@ class SummaryReader(Reader):
     def close(self, sink: Sink) -> None:
         """Emit the entries read."""
         self._close(sink)
+        for entry in self._flattened:
+            self._entry = entry
+            self._close(sink)
+        self._flattened = []
 
     def _read(self, entry: _Entry, text: str) -> bool:
         found_any = False

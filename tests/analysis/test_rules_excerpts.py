@@ -709,3 +709,36 @@ def test_coll_lines_cut_before_their_size_are_still_compared(tmp_path: Path) -> 
         "Rank B", ["0x7f5ed4009280", "0x7f5ed00092b0"], [2, 3]
     )
     assert _verdict(tmp_path, text).kind == "collective-mismatch"
+
+
+def test_a_failure_summary_flattened_onto_one_line_names_its_worker(tmp_path: Path) -> None:
+    # torchrun's summary pasted without its line breaks (a chat, an issue title).
+    text = (
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: train.py FAILED "
+        "Failures: <NO_OTHER_FAILURES> Root Cause (first observed failure): [0]: time : "
+        "2024-03-01_10:00:00 host : node-3 rank : 5 (local_rank: 1) exitcode : -11 (pid: 5512) "
+        "error_file: <N/A> traceback : Signal 11 (SIGSEGV) received by PID 5512\n"
+    )
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_ranks, verdict.culprit_hosts, verdict.culprit_pids) == (
+        "process-died",
+        (5,),
+        ("node-3",),
+        (5512,),
+    )
+
+
+def test_cudas_own_error_string_quoted_by_any_framework_is_a_cuda_error(tmp_path: Path) -> None:
+    text = "RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered\n"
+    assert _verdict(tmp_path, text).kind == "cuda-error"
+
+
+def test_vllms_broadcast_wait_is_a_stall_whose_cause_is_elsewhere(tmp_path: Path) -> None:
+    text = (
+        "(VllmWorker rank=2 pid=1441) WARNING 03-12 10:11:12 [shm_broadcast.py:396] No available "
+        "shared memory broadcast block found in 60 second. This typically happens when some "
+        "processes are hanging or doing some time-consuming work (e.g. compilation).\n"
+    )
+    verdict, lead = _lead(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_ranks) == ("inconclusive", ())
+    assert "hanging" in lead.detail

@@ -207,6 +207,11 @@ def _read_elsewhere(index: EvidenceIndex, known: Known, completed: set[Stream]) 
         return code == "LS203" and bool(REMOTE_CLOSED.search(known.text))
     if isinstance(event, LogMessage) and code in _READS_MESSAGES:
         return True
+    if isinstance(event, LogMessage) and code == "LS204":
+        # A failure summary the catalog typed as one message (flattened onto one line),
+        # whose entry the summary reader also read: LS204 names its rank and host.
+        named = dict(known.hit.fields).get("pid")
+        return named is not None and any(str(f.pid) == named for f in index.failures)
     if isinstance(event, PythonTraceback) and code == "LS204":
         return True  # LS204 names the rank that raised it
     if isinstance(event, LauncherEvent) and code == "LS204":
