@@ -13,6 +13,7 @@ import json
 import re
 import subprocess
 import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -136,6 +137,7 @@ PASTE_FORMS: dict[str, Callable[[int, str], str]] = {
     "from syslog": lambda n, line: f"Mar 21 02:07:{n % 60:02d} {line}",
     "numbered by cat -n": lambda n, line: f"{n + 1:6d}\t{line}",
     "numbered by a web viewer": lambda n, line: f"{n + 1:4d}  {line}",
+    "numbered in an editor's gutter": lambda n, line: f"{n + 1:4d} | {line}",
     "from docker compose logs": lambda n, line: f"trainer-1  | {line}",
     "tagged by the job on every line": lambda n, line: f"[job-7f3a][trainer] {line}",
     "stamped with POSIX time": lambda n, line: f"1732527600.{n:03d} {line}",
@@ -217,6 +219,12 @@ EXCERPT_FORMS: dict[str, tuple[Callable[[list[str]], list[str]], float]] = {
     "newest line first": (lambda lines: lines[::-1], 64.5),
     "hard-wrapped at 80 columns": (_hard_wrapped(80), 67.0),
     "wrapped at 100 columns under a hanging indent": (_hard_wrapped(100, 4), 66.0),
+    "reflowed at 70 columns by a mail client and quoted": (
+        lambda lines: [
+            "> " + piece for line in lines for piece in (textwrap.wrap(line, 70) or [""])
+        ],
+        60.0,
+    ),
 }
 """Excerpts that lose or reorder evidence, with the corpus score each must keep at least (the
 score measured when the form was added; raised as it improves): unlike the paste forms above

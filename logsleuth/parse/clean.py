@@ -384,8 +384,19 @@ def _word_wrap_widths(lengths: Sequence[int]) -> list[int]:
     return widths
 
 
+_QUOTE_MARKS = re.compile(r"(?:> ?)+")
+
+
 def word_wrapped(line: str, after: str, width: int) -> bool:
-    """Say whether ``after`` continues ``line``, broken at a blank by a wrap at ``width``."""
+    """Say whether ``after`` continues ``line``, broken at a blank by a wrap at ``width``.
+
+    Quote markers both lines carry came after the wrap (a mail client's reply): the text
+    behind them was wrapped, to the width less theirs.
+    """
+    quoted = _QUOTE_MARKS.match(line)
+    if quoted is not None and after.startswith(quoted.group()):
+        cut = quoted.end()
+        line, after, width = line[cut:], after[cut:], width - cut
     word = after.split(" ", 1)[0]
     return (
         bool(word)

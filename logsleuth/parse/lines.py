@@ -321,8 +321,11 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
         if held:
             piece = unhung(_continued(held[0][1], cleaned), hang)
             # A word wrap happens where the text is pasted, after any prefixes: a piece
-            # that carries one of its own begins a line.
-            if continues(held[-1][1], piece) and (word_wrap is None or piece == cleaned):
+            # that carries one of its own begins a line. Quote markers come after the wrap
+            # (a mail client's reply quotes the lines it wrapped).
+            if continues(held[-1][1], piece) and (
+                word_wrap is None or piece == cleaned or _quoted(cleaned, piece)
+            ):
                 cleaned = piece
             else:
                 flush_held()
@@ -606,6 +609,11 @@ def _whole_message(text: str) -> bool:
     bare = strip_prefixes(text)[0].rstrip()
     found = load_catalog().match(bare)
     return found is not None and found.whole and found.start == 0 and found.end == len(bare)
+
+
+def _quoted(line: str, piece: str) -> bool:
+    """Say whether ``line`` is ``piece`` behind quote markers only (``> ``, ``> > ``)."""
+    return line.endswith(piece) and not line[: len(line) - len(piece)].strip(" >")
 
 
 def _continued(first: str, piece: str) -> str:

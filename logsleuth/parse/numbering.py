@@ -36,6 +36,10 @@ trainer - INFO - ``."""
 LOKI_LABELS = r'\{[\w.]+="[^"]*"(?:, ?[\w.]+="[^"]*")*\}(?:\s|$)'
 """The stream labels Grafana/Loki writes after a line's time (``{container="x", pod="y"} ``)."""
 NUMBERING_SCHEMES: dict[str, re.Pattern[str]] = {
+    # An editor's or a code viewer's gutter: the number, a bar (``  12 | text``, bat's and
+    # box-drawing ``12 │ text``), one blank; tried before the bare viewer numbers, which
+    # it also begins like.
+    "gutter": re.compile(r"\s*(\d{1,9}) ?[|\u2502\u2503] ?"),
     # A viewer puts blanks between the number and the text (``less -N`` one, vim's and
     # many web viewers' more); ``cat -n`` a tab. The text keeps its own indentation (a stack
     # frame's): a file's separator is its narrowest (see ``_viewer_scheme``).

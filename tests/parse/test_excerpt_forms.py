@@ -256,6 +256,30 @@ def test_a_word_wrap_that_dropped_its_blanks_reads_as_the_whole_lines(width: int
     assert got == [(n, 1580, "ALLREDUCE") for n in firsts]
 
 
+@pytest.mark.parametrize("quote", ["> ", "> > "])
+def test_a_word_wrap_a_mail_client_quoted_reads_as_the_whole_lines(quote: str) -> None:
+    # A mailing list's reply: the client reflowed the paste at 70 columns, then quoted it.
+    pieces = [quote + piece for line in WHOLE for piece in textwrap.wrap(line, 70)]
+    got = _watchdogs("\n".join(pieces) + "\n")
+    assert [(seq, op) for _, seq, op in got] == [(1580, "ALLREDUCE")] * 4
+
+
+def test_an_editors_gutter_numbers_are_taken_off() -> None:
+    # ``  12 | text`` (a code viewer's copy with its gutter): a frame keeps its indentation.
+    lines = [
+        "Process 4242: python train.py",
+        "Python v3.10.12 (/usr/bin/python3.10)",
+        "",
+        'Thread 4242 (active): "MainThread"',
+        "    all_reduce (torch/distributed/distributed_c10d.py:2288)",
+        "    main (train.py:88)",
+    ]
+    numbered = [f"{n + 11:4d} | {line}" for n, line in enumerate(lines)]
+    assert detect_numbering(numbered) == "gutter"
+    dumps = [e for e in read("\n".join(numbered) + "\n").events if isinstance(e, StackDump)]
+    assert [f.func for f in dumps[0].threads[0].frames] == ["all_reduce", "main"]
+
+
 def test_a_word_wrap_reads_beside_a_longer_line_the_paster_typed() -> None:
     # A forum post: the log was reflowed at 72 columns, the sentence above it was not.
     prose = "Training hangs at the start of epoch 2 on 4 GPUs (single node). After 10 minutes:"
