@@ -214,7 +214,7 @@ def _hard_wrapped(width: int, hang: int = 0) -> Callable[[list[str]], list[str]]
 
 
 EXCERPT_FORMS: dict[str, tuple[Callable[[list[str]], list[str]], float]] = {
-    "first line cut halfway": (_first_line_cut, 60.0),
+    "first line cut halfway": (_first_line_cut, 61.0),
     "every line cut at 120 columns": (lambda lines: [line[:120] for line in lines], 64.0),
     "newest line first": (lambda lines: lines[::-1], 64.5),
     "hard-wrapped at 80 columns": (_hard_wrapped(80), 67.0),

@@ -353,9 +353,12 @@ class Catalog:
                 if at is None:
                     continue
                 kept, restored = item.restore(line, start, line[:at])
-                if literal + kept < MIN_ANCHOR:
+                # Each value the rest of the line fits in its place says as much as a
+                # character of literal text (``returned 113(No route to host) errno 115(...)``).
+                said = literal + kept + len(rest) - 1
+                if said < MIN_ANCHOR:
                     continue
-                key = (literal + kept, -item.order)
+                key = (said, -item.order)
                 if best_key is None or key > best_key:
                     best = CatalogMatch(item.entry, 0, (), False, len(line), restored)
                     best_key = key

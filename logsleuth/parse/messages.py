@@ -182,7 +182,11 @@ class MessageReader(Reader):
         after_frame, self._after_frame = self._after_frame, False
         match = load_catalog().match(text)
         if match is None and line.no == self.first_line:
-            match = load_catalog().match_cut(text)
+            # The cut may have taken the backtick that opened the line's inline code.
+            unquoted = text.rstrip()
+            if unquoted.endswith("`") and unquoted.count("`") % 2:
+                unquoted = unquoted[:-1]
+            match = load_catalog().match_cut(unquoted)
         if (
             match is not None
             and not bare_prefix

@@ -383,6 +383,31 @@ def test_a_first_line_cut_mid_message_is_typed_and_its_start_restored() -> None:
     )
 
 
+def test_a_cut_line_whose_end_is_mostly_values_is_known_by_their_places(
+    tmp_path: Path,
+) -> None:
+    # ``socketPollConnect: Connect to 10.0.0.4<56849> returned ...`` cut inside the address:
+    # few literal characters are left, but four values stand where the format has them.
+    paste = tmp_path / "node5_error.log"
+    paste.write_text(
+        "0.0.4<56849> returned 113(No route to host) errno 115(Operation now in progress)\n"
+    )
+    result = read_input(InputSource(name="node5_error.log", path=paste))
+    assert result.summary.recognized == 1
+    assert analyze([str(paste)]).diagnosis.verdict.kind == "bootstrap-failure"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ed with error Cannot allocate memory",
+        "ed 1 (x) errno 2 (y)",  # the same places, too little text in them to tell
+    ],
+)
+def test_values_alone_do_not_make_a_cut_message(text: str) -> None:
+    assert read(text + "\n").summary.recognized == 0
+
+
 def test_the_cut_line_verdict_names_the_failure(tmp_path: Path) -> None:
     paste = tmp_path / "hung_pod.log"
     paste.write_text(IB_WARN[IB_WARN.index("tion from peer") :] + "\n")
