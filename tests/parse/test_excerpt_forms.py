@@ -408,6 +408,13 @@ def test_values_alone_do_not_make_a_cut_message(text: str) -> None:
     assert read(text + "\n").summary.recognized == 0
 
 
+def test_a_cut_line_of_inline_code_keeps_its_message() -> None:
+    # `...` around the line: the cut took the opening backtick, the closing one is left
+    # after the format's last literal text.
+    cut = "0.0.4<56849> returned 113(No route to host) errno 115(Operation now in progress)"
+    assert read(f"{cut}`\n").summary.recognized == 1
+
+
 def test_the_cut_line_verdict_names_the_failure(tmp_path: Path) -> None:
     paste = tmp_path / "hung_pod.log"
     paste.write_text(IB_WARN[IB_WARN.index("tion from peer") :] + "\n")
