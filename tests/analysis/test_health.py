@@ -187,6 +187,20 @@ def test_dumps_of_different_processes_under_one_label_are_not_snapshots(tmp_path
     assert analyze([str(log)]).diagnosis.verdict.kind != "healthy"
 
 
+def test_a_dump_header_without_threads_is_no_snapshot_that_moved(tmp_path: Path) -> None:
+    # A rank's dump pasted with its header below its threads (a viewer's newest-first order):
+    # the header alone holds no stack, so the two pieces show no movement.
+    log = tmp_path / "pyspy_rank0.txt"
+    log.write_text(
+        'Thread 46930 (idle): "MainThread"\n'
+        "    wait (torch/utils/file_baton.py:42)\n"
+        "    main (main.py:273)\n"
+        "Python v3.11.2 (/usr/bin/python3.11)\n\n"
+        "Process 46930: python -u main.py\n"
+    )
+    assert analyze([str(log)]).diagnosis.verdict.kind != "healthy"
+
+
 def test_an_error_message_alone_is_a_failure_without_a_cause(tmp_path: Path) -> None:
     # A message behind an exception type is evidence of a failure even when no rule knows
     # it: "errors were logged", never "no failure found".

@@ -128,8 +128,11 @@ def _proc_stacks(index: EvidenceIndex) -> list[ProcStack]:
             # Dumps of one rank by another process (a restarted worker, or a paste that
             # labelled several processes' dumps alike) are not snapshots of this one.
             snaps = [p for p in snaps if p.pid in (last.pid, None)]
+        # A dump without frames (a header whose threads were cut off) shows no position:
+        # it cannot show a stack that moved.
+        stacks = [key for p in snaps if (key := main_stack_key(p.dump))]
         if len(snaps) > 1:
-            moved = len({main_stack_key(p.dump) for p in snaps}) > 1
+            moved = len(set(stacks)) > 1 if len(stacks) > 1 else None
             last = replace(last, snapshots=len(snaps), moved=moved)
         procs.append(last)
     return sorted(procs, key=lambda p: (p.rank is None, p.rank or 0, p.pid or 0))
