@@ -742,3 +742,16 @@ def test_vllms_broadcast_wait_is_a_stall_whose_cause_is_elsewhere(tmp_path: Path
     verdict, lead = _lead(tmp_path, text)
     assert (verdict.kind, verdict.culprit_ranks) == ("inconclusive", ())
     assert "hanging" in lead.detail
+
+
+def test_rccls_hip_failures_and_iommu_warning_name_their_host(tmp_path: Path) -> None:
+    # RCCL (ROCm) prints HIP where NCCL prints CUDA, and warns at init about the IOMMU.
+    hip = "mi250-node3:51234:51300 [2] transport/p2p.cc:262 NCCL WARN HIP failure 'invalid device ordinal'\n"
+    verdict = _verdict(tmp_path, hip)
+    assert (verdict.kind, verdict.culprit_hosts) == ("cuda-error", ("mi250-node3",))
+    iommu = (
+        'mi250-node3:51234:51234 [0] init.cc:190 NCCL WARN Missing "iommu=pt" from kernel '
+        "command line which can lead to system instablity or hang!\n"
+    )
+    verdict = _verdict(tmp_path, iommu)
+    assert (verdict.kind, verdict.culprit_hosts) == ("transport-degraded", ("mi250-node3",))
