@@ -755,3 +755,16 @@ def test_rccls_hip_failures_and_iommu_warning_name_their_host(tmp_path: Path) ->
     )
     verdict = _verdict(tmp_path, iommu)
     assert (verdict.kind, verdict.culprit_hosts) == ("transport-degraded", ("mi250-node3",))
+
+
+def test_a_container_the_nvidia_toolkit_could_not_start_names_the_mismatch(
+    tmp_path: Path,
+) -> None:
+    text = (
+        "Error: failed to create containerd task: failed to create shim task: OCI runtime create "
+        "failed: runc create failed: unable to start container process: error during container "
+        "init: error running hook #0: error running hook: exit status 1, stdout: , stderr: "
+        "Auto-detected mode as 'legacy' nvidia-container-cli: initialization error: nvml error: "
+        "driver/library version mismatch: unknown\n"
+    )
+    assert _verdict(tmp_path, text).kind == "config-mismatch"
