@@ -768,3 +768,20 @@ def test_a_container_the_nvidia_toolkit_could_not_start_names_the_mismatch(
         "driver/library version mismatch: unknown\n"
     )
     assert _verdict(tmp_path, text).kind == "config-mismatch"
+
+
+@pytest.mark.parametrize(
+    ("text", "pid"),
+    [
+        ("Killed\n", None),
+        ("/bin/bash: line 1: 12345 Killed                  python train.py\n", 12345),
+        ("Bus error (core dumped)\n", None),
+        ("ERROR: Unexpected segmentation fault encountered in worker.\n", None),
+    ],
+)
+def test_what_a_shell_says_of_a_killed_or_crashed_child_is_a_death(
+    tmp_path: Path, text: str, pid: int | None
+) -> None:
+    verdict = _verdict(tmp_path, text)
+    assert verdict.kind == "process-died"
+    assert verdict.culprit_pids == ((pid,) if pid is not None else ())
