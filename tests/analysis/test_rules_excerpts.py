@@ -785,3 +785,26 @@ def test_what_a_shell_says_of_a_killed_or_crashed_child_is_a_death(
     verdict = _verdict(tmp_path, text)
     assert verdict.kind == "process-died"
     assert verdict.culprit_pids == ((pid,) if pid is not None else ())
+
+
+def test_a_process_the_kernel_saw_blocked_in_io_is_the_stall(tmp_path: Path) -> None:
+    # A host's kernel log (its name names the host): a rank stuck in D state on NFS.
+    (tmp_path / "gpu-node-7-dmesg.txt").write_text(
+        "[Tue Mar  5 03:12:02 2024] nfs: server nfs01 not responding, still trying\n"
+        "[Tue Mar  5 03:14:22 2024] INFO: task python:12345 blocked for more than 120 seconds.\n"
+    )
+    verdict = analyze([str(tmp_path)]).diagnosis.verdict
+    assert (verdict.kind, verdict.culprit_hosts, verdict.culprit_pids) == (
+        "non-collective-stall",
+        ("gpu-node-7",),
+        (12345,),
+    )
+
+
+def test_a_gloo_read_error_names_the_peer_it_lost(tmp_path: Path) -> None:
+    text = (
+        "RuntimeError: [/opt/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:534] Read error "
+        "[10.0.0.5]:38476: Connection reset by peer\n"
+    )
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_hosts) == ("process-died", ("10.0.0.5",))
