@@ -385,6 +385,7 @@ def _word_wrap_widths(lengths: Sequence[int]) -> list[int]:
 
 
 _QUOTE_MARKS = re.compile(r"(?:> ?)+")
+"""Quote markers at a line's start (``> ``, ``> > ``, ``>>``): a reply's, added after a wrap."""
 
 
 def word_wrapped(line: str, after: str, width: int) -> bool:
