@@ -319,11 +319,14 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
     def take(number: int, cleaned: str) -> None:
         physical = cleaned  # a piece fills the width with the hang a wrapping handler put
         if held:
-            piece = unhung(_continued(held[0][1], cleaned), hang)
+            bare = _continued(held[0][1], cleaned)
+            piece = unhung(bare, hang)
             # A word wrap happens where the text is pasted, after any prefixes: a piece
             # that carries one of its own begins a line. Quote markers come after the wrap
-            # (a mail client's reply quotes the lines it wrapped).
-            if continues(held[-1][1], piece) and (
+            # (a mail client's reply quotes the lines it wrapped). A piece under the
+            # wrapping handler's hanging indent continues, whatever its first word looks
+            # like (``endError: ...`` is the end of ``DistBackendError``).
+            if (piece != bare or continues(held[-1][1], piece)) and (
                 word_wrap is None or piece == cleaned or _quoted(cleaned, piece)
             ):
                 cleaned = piece
