@@ -216,9 +216,9 @@ def _hard_wrapped(width: int, hang: int = 0) -> Callable[[list[str]], list[str]]
 EXCERPT_FORMS: dict[str, tuple[Callable[[list[str]], list[str]], float]] = {
     "first line cut halfway": (_first_line_cut, 61.0),
     "every line cut at 120 columns": (lambda lines: [line[:120] for line in lines], 64.0),
-    "newest line first": (lambda lines: lines[::-1], 64.5),
+    "newest line first": (lambda lines: lines[::-1], 65.5),
     "hard-wrapped at 80 columns": (_hard_wrapped(80), 67.0),
-    "wrapped at 100 columns under a hanging indent": (_hard_wrapped(100, 4), 66.0),
+    "wrapped at 100 columns under a hanging indent": (_hard_wrapped(100, 4), 67.0),
     "reflowed at 70 columns by a mail client and quoted": (
         lambda lines: [
             "> " + piece for line in lines for piece in (textwrap.wrap(line, 70) or [""])
