@@ -212,7 +212,13 @@ def _widest(sample: Sequence[str]) -> tuple[list[int], int] | None:
 
 
 def detect_wrap(sample: Sequence[str]) -> int | None:
-    """Return the width a terminal hard-wrapped ``sample`` (cleaned lines) at, or None.
+    """Return the width a terminal hard-wrapped ``sample`` (cleaned lines) at, or None."""
+    return detect_hard_wrap(sample)[0]
+
+
+def detect_hard_wrap(sample: Sequence[str]) -> tuple[int | None, str]:
+    """Return the width a terminal hard-wrapped ``sample`` (cleaned lines) at, or None, and
+    the hanging indent of its continuation pieces (:func:`detect_hang`; "" without one).
 
     A terminal (or a ticket's fixed-width box) cuts a long line into pieces of exactly its
     width, and the piece after a cut starts anywhere in a sentence. So: several lines of
@@ -221,16 +227,16 @@ def detect_wrap(sample: Sequence[str]) -> int | None:
     """
     widest = _widest(sample)
     if widest is None:
-        return None
+        return None, ""
     lengths, width = widest
     cut = [i for i, n in enumerate(lengths) if n == width and i + 1 < len(sample)]
     # One line said twice with something else after each (an error, then the traceback that
     # ends in it) is no width; a long line logged again, cut again, continues alike.
     if len({sample[i] for i in cut}) < 2 and len({sample[i + 1] for i in cut}) > 1:
-        return None
+        return None, ""
     # A box (a rich traceback, a table) has lines of one width too, but they end in its frame.
     if sum(1 for i in cut if sample[i][-1:] in _FRAME_CHARS) * 2 > len(cut):
-        return None
+        return None, ""
     # Word wrap (``fold -s``, a ticket's box) breaks after a blank, so every piece ends in
     # one and the next begins with a word, shorter pieces as well as the longest (which, for
     # similar messages, share a length): that is no cut at a fixed width.
@@ -239,10 +245,10 @@ def detect_wrap(sample: Sequence[str]) -> int | None:
         for i, n in enumerate(lengths[:-1])
         if n < width
     ):
-        return None
+        return None, ""
     near = sum(1 for n in lengths if width - 10 <= n <= width)
     if len(cut) * 10 < near * 3:
-        return None
+        return None, ""
     # Under a wrapping handler's hanging indent, the pieces after the first share it: a
     # piece followed by another is a cut like the first, though both begin alike.
     hang = detect_hang(sample, width)
@@ -261,13 +267,13 @@ def detect_wrap(sample: Sequence[str]) -> int | None:
     # A line of exactly twice the width ends in a full piece too, before a line of its own:
     # half the cuts continuing is enough.
     if fresh >= 2 and fresh * 2 >= len(cut):
-        return width
+        return width, hang
     # A short excerpt cut once, at a terminal's usual width, in the middle of a word
     # (``...ProcessGroupNCCL.c`` then ``pp:272, unhandled system error``).
     if fresh == len(cut) == 1 and width in _TERMINAL_WIDTHS:
         before, after = sample[cut[0]], sample[cut[0] + 1]
         if before[-1:].isalnum() and after[:1].isalnum():
-            return width
+            return width, hang
         # Under a wrapping handler's hanging indent (``    tem error``, ``    .17.127.143``)
         # the indent says the piece continues: a cut in any word or number is one. A line
         # indented as deep is the next of an indented block (a report's, a table's).
@@ -279,8 +285,8 @@ def detect_wrap(sample: Sequence[str]) -> int | None:
             and before[-1:].strip()
             and after.lstrip(" ")[:1] not in ("", "#")
         ):
-            return width
-    return None
+            return width, hang
+    return None, ""
 
 
 def detect_hang(sample: Sequence[str], width: int) -> str:
@@ -384,7 +390,7 @@ def _word_wrap_widths(lengths: Sequence[int]) -> list[int]:
     return widths
 
 
-_QUOTE_MARKS = re.compile(r"(?:> ?)+")
+QUOTE_MARKS = re.compile(r"(?:> ?)+")
 """Quote markers at a line's start (``> ``, ``> > ``, ``>>``): a reply's, added after a wrap."""
 
 
@@ -394,7 +400,7 @@ def word_wrapped(line: str, after: str, width: int) -> bool:
     Quote markers both lines carry came after the wrap (a mail client's reply): the text
     behind them was wrapped, to the width less theirs.
     """
-    quoted = _QUOTE_MARKS.match(line)
+    quoted = QUOTE_MARKS.match(line)
     if quoted is not None and after.startswith(quoted.group()):
         cut = quoted.end()
         line, after, width = line[cut:], after[cut:], width - cut

@@ -21,17 +21,17 @@ from logsleuth.parse.clean import (
     FRAMEWORK_PREFIX,
     MPI_TAG,
     PREFIX_FIRST,
+    QUOTE_MARKS,
     RANK_TAG,
     TYPOGRAPHY,
     WRITER_RANK,
     begins_line,
     clean,
     detect_frame,
-    detect_hang,
+    detect_hard_wrap,
     detect_indent,
     detect_lead,
     detect_word_wrap,
-    detect_wrap,
     line_starts,
     strip_prefixes,
     unframe,
@@ -106,10 +106,9 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
     # Word wrap that dropped the blank at each break: the pieces are joined with one. Its
     # longest pieces share a length too, so it is told from a hard wrap first.
     word_wrap = detect_word_wrap(sample)
-    wrap = detect_wrap(sample) if word_wrap is None else None
-    # The blanks a wrapping handler put before the pieces after the first (rich's message
-    # column): they go when the pieces are joined.
-    hang = detect_hang(sample, wrap) if wrap is not None else ""
+    # With a hard wrap, the blanks a wrapping handler put before the pieces after the first
+    # (rich's message column): they go when the pieces are joined.
+    wrap, hang = detect_hard_wrap(sample) if word_wrap is None else (None, "")
     if (
         not frame
         and not indent
@@ -616,7 +615,9 @@ def _whole_message(text: str) -> bool:
 
 def _quoted(line: str, piece: str) -> bool:
     """Say whether ``line`` is ``piece`` behind quote markers only (``> ``, ``> > ``)."""
-    return line.endswith(piece) and not line[: len(line) - len(piece)].strip(" >")
+    return (
+        line.endswith(piece) and QUOTE_MARKS.fullmatch(line[: len(line) - len(piece)]) is not None
+    )
 
 
 def _continued(first: str, piece: str) -> str:

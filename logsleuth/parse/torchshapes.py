@@ -29,7 +29,7 @@ from logsleuth.model.torch import (
     WatchdogProgress,
     WatchdogTimeout,
 )
-from logsleuth.parse.grammar import load_parser
+from logsleuth.parse.grammar import load_parser, terminal_regex
 
 STARTS = (
     "line",
@@ -139,17 +139,21 @@ def launcher_payload(action: str, message: str = "", **values: Any) -> Payload:
     return Payload(LauncherEvent, {"action": action, "message": message, **values})
 
 
-_RESULT_NAME = re.compile(r"\s*(nccl[A-Z]\w*(?:Error|Usage|Progress))\b:?")
-"""The name of NCCL's result (``ncclInvalidUsage``, ``ncclRemoteError``) where torch prints it."""
+@cache
+def _result_name() -> re.Pattern[str]:
+    """The grammar's own NCCL_CODE (``ncclInvalidUsage``: the result's name torch prints on
+    the line after its error), at the start of a text."""
+    return re.compile(r"\s*(?:" + terminal_regex(_parser(), "NCCL_CODE").pattern + ")")
 
 
 def _flattened_detail(rest: str) -> dict[str, str]:
     """What follows ``NCCL version X`` on the same line: the continuation lines of the error
-    (the result's name, ``Last error: ...``) where a paste or a log collector joined them."""
+    (rule c10_shape's result name and ``Last error: ...``) where a paste or a log collector
+    joined them."""
     found: dict[str, str] = {}
-    code = _RESULT_NAME.match(rest)
+    code = _result_name().match(rest)
     if code is not None:
-        found["error_code"] = code.group(1)
+        found["error_code"] = code.group().strip()
     _, said, detail = rest.partition("Last error:")
     if said and detail.strip():
         found["detail"] = detail.strip()
