@@ -136,6 +136,10 @@ _KUBECTL = re.compile(r"\[pod/([^\s/\]]+)/[^\s\]]+\]\s")
 # the container's name ends in its replica number, and stands for the host.
 _COMPOSE = re.compile(r"([A-Za-z0-9][\w.-]*?[-_]\d+) +\|(?: |$)")
 _QUOTE = re.compile(r"(?:> ?)+")
+_UCX = re.compile(r"(?:\[\d+\.\d+\] )?\[([A-Za-z][\w.\-]*):(\d+):\d+(?::\d+)?\]\s+")
+"""UCX's writer tag (``[node-4:54321:0:54321] Caught signal 11 ...`` from its error handler;
+``[1700000000.123456] [node-4:54321:0] ucp_worker.c:123 UCX ERROR ...`` from its logger):
+the host and the pid of the process of Open MPI, Horovod or UCC that wrote the line."""
 # A pasted markdown fence: the whole line (```text) is an artefact, a glued one (```host:..) not.
 _FENCE_LINE = re.compile(r"\s*(?:```|~~~)[\w+.-]*\s*$")
 _FENCE = re.compile(r"```|~~~")
@@ -630,6 +634,9 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
                 hint = _with(hint, host=m.group(1))
                 text = text[m.end() :]
             elif m := _DEEPSPEED_HEAD.match(text):
+                text = text[m.end() :]
+            elif m := _UCX.match(text):
+                hint = _with(hint, host=m.group(1), pid=int(m.group(2)))
                 text = text[m.end() :]
         elif text.startswith("("):
             if (m := _RAY.match(text)) and m.group("daemon"):

@@ -808,3 +808,50 @@ def test_a_gloo_read_error_names_the_peer_it_lost(tmp_path: Path) -> None:
     )
     verdict = _verdict(tmp_path, text)
     assert (verdict.kind, verdict.culprit_hosts) == ("process-died", ("10.0.0.5",))
+
+
+def test_a_crash_ucx_caught_names_the_process_of_its_tag(tmp_path: Path) -> None:
+    # UCX's error handler (Open MPI, Horovod, UCC) tags its report with host, pid and thread.
+    text = (
+        "[node-4:54321:0:54321] Caught signal 11 (Segmentation fault: address not mapped to "
+        "object at address 0x8)\n"
+        "==== backtrace (tid:  54321) ====\n"
+        " 0  /usr/lib/libucs.so.0(ucs_handle_error+0x2dc) [0x7f1c2a0b1f8c]\n"
+        " 1  /usr/lib/libucs.so.0(+0x2a2c1) [0x7f1c2a0b22c1]\n"
+        "=================================\n"
+    )
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_hosts, verdict.culprit_pids) == (
+        "process-died",
+        ("node-4",),
+        (54321,),
+    )
+    (source,) = analyze([str(tmp_path)]).diagnosis.inputs
+    assert source.unrecognized == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        # XLA wraps NCCL's result in its own words; the result says what failed.
+        (
+            "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: external/xla/xla/service/gpu/"
+            "nccl_utils.cc:297: NCCL operation ncclCommInitRank(&comm, nranks, id, rank) failed: "
+            "unhandled cuda error (run with NCCL_DEBUG=INFO for details)\n",
+            "cuda-error",
+        ),
+        (
+            "E0101 00:00:00.000000  1234 pjrt_stream_executor_client.cc:2985] Execution of "
+            "replica 0 failed: INTERNAL: NCCL operation ncclAllReduce(send_buffer, recv_buffer, "
+            "element_count, dtype, reduce_op, comm, gpu_stream) failed: remote process exited or "
+            "there was a network error\n",
+            "process-died",
+        ),
+        # A process that sees no GPU at all.
+        ("RuntimeError: No CUDA GPUs are available\n", "cuda-error"),
+    ],
+)
+def test_a_wrapped_nccl_result_or_a_missing_gpu_says_its_kind(
+    tmp_path: Path, text: str, kind: str
+) -> None:
+    assert _verdict(tmp_path, text).kind == kind
