@@ -543,3 +543,10 @@ def load_catalog() -> Catalog:
         text = grammar_path(name).read_text(encoding="utf-8")
         entries.extend(_entries(kind, text))
     return Catalog(entries)
+
+
+def whole_message(text: str) -> bool:
+    """Return True when ``text`` is one whole known message (the catalog's), blanks aside."""
+    bare = strip_prefixes(text)[0].rstrip()
+    found = load_catalog().match(bare)
+    return found is not None and found.whole and found.start == 0 and found.end == len(bare)

@@ -220,7 +220,7 @@ def detect_wrap(sample: Sequence[str]) -> int | None:
     return detect_hard_wrap(sample)[0]
 
 
-def detect_hard_wrap(sample: Sequence[str]) -> tuple[int | None, str]:
+def detect_hard_wrap(sample: Sequence[str], *, lone_cut: bool = True) -> tuple[int | None, str]:
     """Return the width a terminal hard-wrapped ``sample`` (cleaned lines) at, or None, and
     the hanging indent of its continuation pieces (:func:`detect_hang`; "" without one).
 
@@ -228,6 +228,7 @@ def detect_hard_wrap(sample: Sequence[str]) -> tuple[int | None, str]:
     width, and the piece after a cut starts anywhere in a sentence. So: several lines of
     exactly the longest length, and the lines after them do not begin like them (the
     longest lines of a normal log, COLL lines of one shape, are followed by more of the same).
+    ``lone_cut=False``: one cut is not enough (the lines were a list's items, each its own).
     """
     widest = _widest(sample)
     if widest is None:
@@ -274,8 +275,14 @@ def detect_hard_wrap(sample: Sequence[str]) -> tuple[int | None, str]:
         return width, hang
     # A short excerpt cut once, at a terminal's usual width, in the middle of a word
     # (``...ProcessGroupNCCL.c`` then ``pp:272, unhandled system error``).
-    if fresh == len(cut) == 1 and width in _TERMINAL_WIDTHS:
+    if lone_cut and fresh == len(cut) == 1 and width in _TERMINAL_WIDTHS:
         before, after = sample[cut[0]], sample[cut[0] + 1]
+        from logsleuth.parse.catalog import whole_message  # the catalog reads through clean
+
+        # One line that happens to be as long as a terminal is wide, and is a whole known
+        # line (a traceback's frame ending in its function's name), was not cut there.
+        if whole_message(before):
+            return None, ""
         if before[-1:].isalnum() and after[:1].isalnum():
             return width, hang
         # Under a wrapping handler's hanging indent (``    tem error``, ``    .17.127.143``)
@@ -568,6 +575,13 @@ def detect_lead(sample: Sequence[str]) -> str:
 
 _BULLET = re.compile(r"[-*+\u2022] +")
 """A markdown or chat list marker: ``- ``, ``* ``, ``+ ``, ``\u2022 ``."""
+
+
+def is_bullet(lead: str) -> bool:
+    """Say whether ``lead`` (what :func:`detect_lead` found) is a list's marker."""
+    return _BULLET.fullmatch(lead) is not None
+
+
 _TAG = re.compile(
     r"(?:\[[^\]]*\]|\([^)]*\)|\{[^}]*\}|<[^>]*>|[\w.\-@/]+ *\|)(?:[ \t]*(?:\[[^\]]*\]|\([^)]*\)|\{[^}]*\}|<[^>]*>|[\w.\-@/]+ *\||\|))*[ \t]+"
 )

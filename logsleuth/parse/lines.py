@@ -16,7 +16,7 @@ from dataclasses import replace
 from logsleuth.model.base import NO_ORIGIN, InputSummary, Origin, SourceRef, host_in_file_name
 from logsleuth.model.messages import SectionHeader
 from logsleuth.parse.base import InputResult, Line, Reader, Sink
-from logsleuth.parse.catalog import load_catalog
+from logsleuth.parse.catalog import load_catalog, whole_message
 from logsleuth.parse.clean import (
     FRAMEWORK_PREFIX,
     MPI_TAG,
@@ -32,6 +32,7 @@ from logsleuth.parse.clean import (
     detect_indent,
     detect_lead,
     detect_word_wrap,
+    is_bullet,
     line_starts,
     strip_prefixes,
     unframe,
@@ -108,7 +109,12 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
     word_wrap = detect_word_wrap(sample)
     # With a hard wrap, the blanks a wrapping handler put before the pieces after the first
     # (rich's message column): they go when the pieces are joined.
-    wrap, hang = detect_hard_wrap(sample) if word_wrap is None else (None, "")
+    # A list's items (a bullet on every line) are lines of their own: one item as long as a
+    # terminal is wide is no wrap with the next item.
+    nccl.hard_wraps = not is_bullet(lead)
+    wrap, hang = (
+        detect_hard_wrap(sample, lone_cut=nccl.hard_wraps) if word_wrap is None else (None, "")
+    )
     if (
         not frame
         and not indent
@@ -349,7 +355,7 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
             len(text) >= _SOFT_WRAP_MIN
             and text.endswith(" ")
             and not is_nccl(text)
-            and not _whole_message(text)
+            and not whole_message(text)
         )
 
     def continues(before: str, text: str) -> bool:
@@ -604,13 +610,6 @@ def _begins_message(text: str) -> bool:
     # Rank 5] Process group ...``): the piece is the tail of a wrapped line, not a message.
     leads_with_value = found.entry.fmt[:1] in ("{", "%") and found.entry.fmt[:2] != "%%"
     return not (leads_with_value and found.fields and found.fields[0].strip())
-
-
-def _whole_message(text: str) -> bool:
-    """Return True when ``text`` is one whole known message (the catalog's), blanks aside."""
-    bare = strip_prefixes(text)[0].rstrip()
-    found = load_catalog().match(bare)
-    return found is not None and found.whole and found.start == 0 and found.end == len(bare)
 
 
 def _quoted(line: str, piece: str) -> bool:

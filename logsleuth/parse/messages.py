@@ -87,6 +87,14 @@ _PREFIX_SEVERITY = re.compile(
 _SEVERITY_WORDS = {**ERROR_LEVELS, "ERR": "ERROR", "CRIT": "CRITICAL"}
 
 
+_RECORD_LEVEL = re.compile(
+    r"(?:^|[\s\[(:|])(?:(?:ERROR|ERR|FATAL|CRITICAL|CRIT|WARNING|WARN|INFO|DEBUG|TRACE)\b"
+    r"|[EFWID](?=\d{4} |\s+[\w./\-]+:\d+\]))"
+)
+"""Any level in a line prefix: the prefix is a logger's record header (DeepSpeed's ``[WARNING]
+[stage3.py:1991:step]``, glog's ``W0502``), not a collector's tag (a pod, a stream)."""
+
+
 def prefix_level(prefix: str) -> str:
     """The level a line prefix gives its message: ``ERROR``, ``FATAL``, ``CRITICAL`` or
     ``INFO`` (any other level, or none: no failure by its prefix alone)."""
@@ -170,7 +178,8 @@ class MessageReader(Reader):
 
         ``bare_prefix=False``: a line prefix shape with no message after it is not enough
         (the line is looked at again with the prefixes it was read without), unless the
-        prefix says the line reports an error (``[ERROR]``, glog's ``E0502``).
+        prefix is a logger's record header with its level (``[WARNING] [stage3.py:12:step]``,
+        glog's ``E0502``): the line is that logger's record.
 
         The source line a traceback prints under each ``File "...", line N`` frame is
         taken too when it follows one (an excerpt that begins inside a traceback). The
@@ -191,9 +200,11 @@ class MessageReader(Reader):
             match is not None
             and not bare_prefix
             and match.entry.level == PREFIX
-            and prefix_level(text[: match.end]) == "INFO"
+            and _RECORD_LEVEL.search(text, 0, match.end) is None
         ):
-            match = None  # a prefix alone says nothing, unless it says the line is an error
+            # A collector's prefix alone says nothing; a logger's record header (its level)
+            # says the line is that framework's record, whatever its message.
+            match = None
         ref = SourceRef(self.source, line.no)
         if match is None:
             if after_frame and text[:1].isspace() and text.strip():

@@ -122,6 +122,8 @@ class NcclReader(FastLane, CollCompaction, NcclBlocks, Reader):
         terminal, a ticket) may have put the rest of its message on the next line."""
         self._hosts: set[str] = set()
         self.versions = VersionTracker()
+        self.hard_wraps = True
+        """Whether a line may continue on the next (False: the lines are a list's items)."""
 
     def feed(self, line: Line, sink: Sink) -> bool:
         """Offer ``line``; take it when it has an NCCL prefix or continues an open WARN."""
@@ -165,7 +167,11 @@ class NcclReader(FastLane, CollCompaction, NcclBlocks, Reader):
         message = parsed[2]
         if message is not None and message.continuation and isinstance(event, NcclWarn):
             self._open_warn(event, line.no, message.continuation)
-        elif len(text) >= _WRAP_MIN and (_unknown(event) or isinstance(event, NcclWarn)):
+        elif (
+            self.hard_wraps
+            and len(text) >= _WRAP_MIN
+            and (_unknown(event) or isinstance(event, NcclWarn))
+        ):
             if self._cut is not None:
                 sink.emit(self._cut[1])
             self._cut = (_Fragment(line.no, text, line.hint), event)

@@ -495,7 +495,7 @@ class TorchReader(Reader):
         # Stable sort: events of one block keep their order (a header before its entries).
         for event, lines in sorted(self._out, key=lambda item: item[0].ref.line):
             if isinstance(event, TorchUnrecognized):
-                event = _catalog_message(event) or _error_record(event) or event
+                event = _catalog_message(event) or _level_record(event) or event
             sink.emit(event, lines)
         self._out.clear()
 
@@ -533,13 +533,17 @@ def _catalog_message(event: TorchUnrecognized) -> LogMessage | None:
     return typed_message(event.message, event.ref, event.text, event.origin)
 
 
-def _error_record(event: TorchUnrecognized) -> LogMessage | None:
-    """Keep a record logged at ERROR, FATAL or CRITICAL whose message no catalog knows, or None.
+_RECORD_LEVELS = {**ERROR_LEVELS, "W": "WARNING", "I": "INFO"}
 
-    The prefix alone is evidence (XLA's ``E0502 ... rendezvous.cc:38] ...``, a c10 error of
-    a newer torch): the line is a log record of an error, typed by its level, not its text.
+
+def _level_record(event: TorchUnrecognized) -> LogMessage | None:
+    """Keep a c10 or glog record whose message no catalog knows, typed by its level, or None.
+
+    The prefix alone is evidence (XLA's ``E0502 ... rendezvous.cc:38] ...``, a c10 warning
+    of a newer torch): the line is a log record of its writer at that level, typed by its
+    prefix, not its text. Only error levels report a failure.
     """
-    level = ERROR_LEVELS.get(event.level or "")
+    level = _RECORD_LEVELS.get(event.level or "")
     if level is None or not event.message.strip():
         return None
     return LogMessage(

@@ -469,8 +469,24 @@ def test_an_error_record_of_an_unknown_program_is_evidence(tmp_path: Path) -> No
     diagnosis = _pasted(tmp_path, line * 2)
     assert [i.recognized for i in diagnosis.inputs] == [2]
     assert (diagnosis.verdict.code, diagnosis.verdict.kind) == ("LS001", "inconclusive")
+    # The same record at INFO is evidence too, of no failure: what is missing is said.
+    quiet = _pasted(tmp_path, line.replace("E0502", "I0502"))
+    assert [i.recognized for i in quiet.inputs] == [1]
+    assert (quiet.verdict.code, quiet.verdict.kind) == ("LS002", "inconclusive")
+
+
+def test_a_framework_logger_record_of_an_unknown_message_is_evidence(tmp_path: Path) -> None:
+    # DeepSpeed's header (time, level, file:line:function) makes the line its record.
+    line = (
+        "[2024-05-02 10:27:10,778] [WARNING] [stage3.py:1991:step] 3 pytorch allocator cache "
+        "flushes since last step. this happens when there is high memory pressure\n"
+    )
+    diagnosis = _pasted(tmp_path, line * 2)
+    assert [i.recognized for i in diagnosis.inputs] == [2]
+    assert (diagnosis.verdict.code, diagnosis.verdict.kind) == ("LS002", "inconclusive")
+    # A collector's prefix alone (a CRI stream, no level) is no record.
     with pytest.raises(NoAnalysableInput, match="no line was recognized"):
-        _pasted(tmp_path, line.replace("E0502", "I0502"))
+        _pasted(tmp_path, "2024-05-02T10:27:10.778Z stdout F frobnicating the quux\n")
 
 
 def test_xlas_rendezvous_wait_is_a_collective_symptom(tmp_path: Path) -> None:

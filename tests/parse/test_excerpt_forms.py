@@ -698,6 +698,24 @@ def test_one_cut_at_a_terminal_width_that_splits_a_word_is_a_wrap(tmp_path: Path
     assert "ProcessGroupNCCL.cpp:272, unhandled system error" in verdict.summary
 
 
+def test_a_whole_line_as_long_as_a_terminal_is_wide_is_no_cut() -> None:
+    # A traceback frame of exactly 100 characters ends in its function's name: it is whole.
+    frame = '[1,2]<stderr>:  File "/usr/local/lib/python3.8/dist-packages/opennmt/bin/main.py", line 318, in main'
+    assert len(frame) == 100
+    text = f"{frame}\nfoo bar\nthe same on every rank\n"
+    assert detect_wrap(text.splitlines()) is None
+    assert shape(read(text)) == [("LogMessage", 1)]
+
+
+def test_a_lists_items_are_no_cut_pieces_of_each_other() -> None:
+    # Each bullet is an item of its own, whatever the length of the one before.
+    warn = "gpu47:4962:5097 [1] transport/nvls.cc:223 NCCL WARN Cuda failure 999 'unknown error"
+    text = f"- {warn}\n- pasted from the job's output\n- the same on every rank\n"
+    [event] = read(text).events
+    assert isinstance(event, NcclWarn)
+    assert event.message == "Cuda failure 999 'unknown error"
+
+
 def test_a_jobs_own_tag_on_every_line_is_taken_off(tmp_path: Path) -> None:
     dump = [
         "Process 4242: python train.py",

@@ -24,7 +24,6 @@ from logsleuth.model.torch import (
     MonitoredBarrierError,
     PythonTraceback,
     PythonWarning,
-    TorchUnrecognized,
     TorchVersion,
     WatchdogError,
     WatchdogProgress,
@@ -612,16 +611,18 @@ def test_torch_version_lines() -> None:
     assert got.declined == [3]
 
 
-def test_unknown_message_under_a_torch_prefix_is_unrecognized() -> None:
+def test_unknown_message_under_a_torch_prefix_is_a_record_of_its_level() -> None:
     line = (
         "I1121 16:04:00.000000 13167 torch/distributed/elastic/agent/server/api.py:555] New thing"
     )
     got = read_lines([line, "hello from the app"])
-    [unknown] = got.events
-    assert isinstance(unknown, TorchUnrecognized)
-    assert (unknown.message, unknown.origin.pid) == ("New thing", 13167)
+    [record] = got.events
+    # Typed by its prefix (level, pid, time), as a vLLM or DeepSpeed record is; not a failure.
+    assert isinstance(record, LogMessage)
+    assert (record.level, record.catalog, record.message) == ("INFO", None, "New thing")
+    assert record.origin.pid == 13167
     assert got.taken == {1}
-    assert got.sink.recognized == set()
+    assert got.sink.recognized == {1}
     assert got.declined == [2]
 
 
@@ -640,14 +641,6 @@ def test_known_keyword_with_a_broken_rest_is_still_a_torch_line() -> None:
     assert cut.origin.time == pytest.approx(epoch_1970(3, 21, "02:07:08.408271257"))
 
 
-def test_a_torch_line_of_a_message_no_catalog_knows_stays_unrecognized() -> None:
-    line = "[W321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] Frobnicated the quux"
-    [unknown] = read_lines([line]).events
-    assert isinstance(unknown, TorchUnrecognized)
-    assert not unknown.RECOGNIZED
-    assert unknown.level == "W"
-
-
 @pytest.mark.parametrize(
     ("line", "level"),
     [
@@ -660,10 +653,13 @@ def test_a_torch_line_of_a_message_no_catalog_knows_stays_unrecognized() -> None
         ),
         ("F0502 11:03:12.221000 140213 nccl_clique.cc:12] Check failed: quux ok", "FATAL"),
         ("CRITICAL:torch.distributed.frob:the quux broke", "CRITICAL"),
+        # A warning is a record too: typed by its level, it reports no failure.
+        ("[W1021 09:46:51.585484034 ProcessGroupNCCL.cpp:1168] Frobnicated the quux", "WARNING"),
+        ("I0502 11:03:12.221000 140213 collective_pipeliner.cc:38] Frobnicated `op 5`", "INFO"),
     ],
-    ids=["c10", "glog", "glog-fatal", "stdlib"],
+    ids=["c10", "glog", "glog-fatal", "stdlib", "c10-warning", "glog-info"],
 )
-def test_an_error_record_no_catalog_knows_is_kept_as_an_error(line: str, level: str) -> None:
+def test_a_record_no_catalog_knows_is_kept_at_its_level(line: str, level: str) -> None:
     # The prefix's severity is evidence even when the message is news to every catalog.
     got = read_lines([line])
     [record] = got.events
