@@ -225,6 +225,11 @@ EXCERPT_FORMS: dict[str, tuple[Callable[[list[str]], list[str]], float]] = {
         ],
         60.0,
     ),
+    # A notebook's output or a script's json.dumps(lines): each line a JSON string.
+    "as a JSON array of lines": (
+        lambda lines: ["[", *(f"  {json.dumps(line)}," for line in lines), "]"],
+        68.0,
+    ),
 }
 """Excerpts that lose or reorder evidence, with the corpus score each must keep at least (the
 score measured when the form was added; raised as it improves): unlike the paste forms above

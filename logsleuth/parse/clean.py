@@ -43,6 +43,11 @@ _ANSI = re.compile(
     r"|\x1b[\]_P^X][^\x07\x1b]*(?:\x07|\x1b\\|$)"
 )
 
+_ORPHAN_SGR = re.compile(r"\[[0-9]{1,3}(?:;[0-9]{1,3})*m")
+"""An SGR colour code left without its ESC (a terminal's colours copied from a rendered page):
+``[36m``, ``[1;31m``, ``[0m``; looked for on lines that also hold a reset (``[0m``,
+``[39m``), as coloured output does. (``[m``, the short reset, is left: ``[master-0]:29500``.)"""
+
 # torch's excepthook writes "[rankN]: " (one space); torchrun --tee writes "[defaultN]:" (none).
 _TORCHRUN = re.compile(r"\[(?:(rank)(\d+)\]: ?|([A-Za-z_]+?)(\d+)\]:)")
 RANK_TAG = re.compile(r"\[rank(?::? |=)(\d+)\] ")
@@ -184,6 +189,9 @@ def clean(raw: str) -> str:
     """
     if "\x1b" in raw:
         raw = _ANSI.sub("", raw)
+    elif "[0m" in raw or "[39m" in raw:
+        # Colour codes whose ESC a web page dropped (``[36m(RayTrainWorker pid=..)[0m``).
+        raw = _ORPHAN_SGR.sub("", raw)
     raw = raw.rstrip("\r\n")
     if "\r" in raw:
         # A carriage return inside a line is a terminal overwrite: the last segment is what showed.

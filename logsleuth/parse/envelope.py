@@ -46,6 +46,9 @@ _HOST_KEYS = ("host", "hostname", "_hostname", "host.name", "node", "nodename", 
 _PID_KEYS = ("_pid", "pid")
 _FIELD_LINE = re.compile(r'\s*"([\w@.$-]{1,40})"\s*:\s*("(?:[^"\\]|\\.)*")\s*,?\s*$')
 """One field of a pretty-printed JSON object: ``  "textPayload": "...",``."""
+_STRING_LINE = re.compile(r'\s*("(?:[^"\\]|\\.)*")\s*,?\s*$')
+"""One string of a pretty-printed JSON array of lines: ``    "Traceback ...\\n",`` (a notebook's
+``"text"`` output, a script's ``json.dumps(lines, indent=1)``)."""
 _LOGFMT_PAIR = re.compile(r'\s*([\w.@/-]{1,40})=("(?:[^"\\]|\\.)*"|[^\s"]*)')
 """One ``key=value`` pair of a logfmt line (the value quoted Go-style or bare)."""
 _SHARE = 0.6
@@ -58,7 +61,8 @@ class Envelope:
 
     Attributes:
         form: ``json-lines`` (one object per line), ``json-fields`` (a pretty-printed
-            export: only the message fields' lines hold log lines), ``logfmt`` or ``csv``.
+            export: only the message fields' lines hold log lines, or the strings of an
+            array of lines), ``logfmt`` or ``csv``.
         columns: The CSV header's names, folded (``csv`` only).
         delimiter: The CSV delimiter (``csv`` only).
         header: The CSV header row as it stands in the input (``csv`` only).
@@ -87,9 +91,18 @@ class Envelope:
             return None if text is None else (_pieces(text), _origin(record))
         if self.form == "json-fields":
             field = _FIELD_LINE.match(line)
-            if field is None or _fold(field.group(1)) not in _LINE_KEYS:
+            if field is not None:
+                if _fold(field.group(1)) not in _LINE_KEYS:
+                    return None
+                return _pieces(json.loads(field.group(2))), NO_ORIGIN
+            # An array of lines (a notebook's output, a list dumped as JSON): one per string.
+            string = _STRING_LINE.match(line)
+            if string is None:
                 return None
-            return _pieces(json.loads(field.group(2))), NO_ORIGIN
+            try:
+                return _pieces(json.loads(string.group(1))), NO_ORIGIN
+            except ValueError:
+                return None
         row = _csv_row(line, self.delimiter)
         if (
             row is None
@@ -116,14 +129,16 @@ def detect_envelope(sample: Sequence[str]) -> Envelope | None:
     records = [_logfmt(line) for line in lines]
     if sum(1 for r in records if r is not None and _message(r) is not None) >= _SHARE * len(lines):
         return Envelope("logfmt")
-    if first in "[{":
+    if first in '[{"':
         # A pretty-printed export: its structure is most of its lines; one message field
-        # among them is enough, as the excerpt may hold a single entry.
+        # among them is enough, as the excerpt may hold a single entry. An array of lines
+        # (a notebook's outputs) is mostly strings, one per line.
         if any(
             (m := _FIELD_LINE.match(line)) and _fold(m.group(1)) in _LINE_KEYS for line in lines
-        ):
+        ) or sum(1 for line in lines if _STRING_LINE.match(line)) >= _SHARE * len(lines):
             return Envelope("json-fields")
-        return None
+        if first != '"':  # a CSV export may quote its first field
+            return None
     # "," (most), tab (a spreadsheet copy), ";" (an export made where "," is the decimal mark).
     for delimiter in (",", "\t", ";"):
         header = _csv_row(lines[0], delimiter)

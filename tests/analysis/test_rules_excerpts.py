@@ -849,9 +849,37 @@ def test_a_crash_ucx_caught_names_the_process_of_its_tag(tmp_path: Path) -> None
         ),
         # A process that sees no GPU at all.
         ("RuntimeError: No CUDA GPUs are available\n", "cuda-error"),
+        # CUDA's own error names, as XLA's stream executor quotes them.
+        (
+            "2024-04-12 10:11:12.123456: E external/xla/xla/stream_executor/cuda/"
+            "cuda_driver.cc:1153] failed to alloc 81604378624 bytes on host: "
+            "CUDA_ERROR_OUT_OF_MEMORY: out of memory\n",
+            "cuda-error",
+        ),
+        # XLA's allocator out of GPU memory is the rank's death, as torch's is.
+        (
+            "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while "
+            "trying to allocate 12884901888 bytes.\n",
+            "process-died",
+        ),
     ],
 )
 def test_a_wrapped_nccl_result_or_a_missing_gpu_says_its_kind(
     tmp_path: Path, text: str, kind: str
 ) -> None:
     assert _verdict(tmp_path, text).kind == kind
+
+
+def test_rays_memory_monitor_names_the_node_and_the_worker_it_killed(tmp_path: Path) -> None:
+    text = (
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n"
+        "Memory on the node (IP: 10.0.1.17, ID: 6f1a) where the task (actor ID: 1f2e, "
+        "name=RayTrainWorker.__init__, pid=22071, memory used=61.3GB) was running was 118.8GB / "
+        "125.6GB (0.945894), which exceeds the memory usage threshold of 0.95.\n"
+    )
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_hosts, verdict.culprit_pids) == (
+        "resource-exhausted",
+        ("10.0.1.17",),
+        (22071,),
+    )

@@ -14,6 +14,19 @@ def test_clean_removes_cr_nul_and_ansi() -> None:
     assert clean("Thread 1 (idle)\x00\x00") == "Thread 1 (idle)"
 
 
+def test_colour_codes_a_web_page_took_the_esc_from_are_removed() -> None:
+    # Ray's coloured worker tag, copied from a rendered issue: the ESC bytes are gone.
+    line = "[36m(RayTrainWorker pid=22071, ip=10.0.1.17)[0m [rank3]: RuntimeError: x"
+    text, hint = strip_prefixes(clean(line))
+    assert text == "RuntimeError: x"
+    assert (hint.host, hint.pid, hint.rank) == ("10.0.1.17", 22071, 3)
+    assert clean("[1;31mERROR[0m: failed") == "ERROR: failed"
+    # Without a reset on the line, brackets and an m stay the writer's text.
+    assert clean("waited [5m] for rank 3") == "waited [5m] for rank 3"
+    bracketed = "failed to connect to [master-0.train]:29500 [0m"
+    assert clean(bracketed) == "failed to connect to [master-0.train]:29500 "
+
+
 @pytest.mark.parametrize(
     ("line", "text", "rank", "local_rank"),
     [

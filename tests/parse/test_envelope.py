@@ -14,7 +14,7 @@ import json
 import pytest
 
 from logsleuth.model.stacks import StackDump
-from logsleuth.model.torch import LauncherEvent, WatchdogProgress
+from logsleuth.model.torch import LauncherEvent, PythonTraceback, WatchdogProgress
 from logsleuth.parse.discover import InputSource
 from logsleuth.parse.dispatch import InputResult, read_input
 from logsleuth.parse.envelope import Envelope, detect_envelope
@@ -87,6 +87,24 @@ def test_a_pretty_printed_export_reads_its_message_fields() -> None:
     assert (dump.origin.rank, dump.reason) == (3, "Fatal Python error: Segmentation fault")
     # The escaped quotes of the frame line are the program's quotes again.
     assert any('File "/app/train.py"' in e.text for e in result.events)
+    summary = result.summary
+    assert summary.lines == summary.recognized + summary.unrecognized + summary.blank
+
+
+def test_a_json_array_of_lines_reads_as_the_lines() -> None:
+    # A notebook's stream output (``"text": [...]``), or a script's json.dumps of its lines.
+    lines = [
+        "Traceback (most recent call last):\n",
+        '  File "/workspace/train.py", line 88, in main\n',
+        "    dist.all_reduce(t)\n",
+        "RuntimeError: NCCL communicator was aborted on rank 3.\n",
+    ]
+    text = '   "text": [\n' + ",\n".join(f"    {json.dumps(line)}" for line in lines) + "\n   ]\n"
+    assert detect_envelope(text.splitlines()) == Envelope("json-fields")
+    result = read(text)
+    (traceback,) = [e for e in result.events if isinstance(e, PythonTraceback)]
+    assert traceback.exc_type == "RuntimeError"
+    assert traceback.frames == (("/workspace/train.py", 88, "main"),)
     summary = result.summary
     assert summary.lines == summary.recognized + summary.unrecognized + summary.blank
 
