@@ -862,9 +862,26 @@ def test_a_crash_ucx_caught_names_the_process_of_its_tag(tmp_path: Path) -> None
             "trying to allocate 12884901888 bytes.\n",
             "process-died",
         ),
+        # NCCL's result string alone, the framework's words before it cut off.
+        ("orch/lib/c10d/ProcessGroupNCCL.cpp:272, unhanled system error\n", "bootstrap-failure"),
+        # DDP's reducer raising on this rank (reentrant checkpointing, shared parameters).
+        (
+            "RuntimeError: Expected to mark a variable ready only once. This error is caused by "
+            "one of the following reasons: 1) Use of a module parameter outside the `forward` "
+            "function.\n",
+            "process-died",
+        ),
+        # A full disk (or /dev/shm) and the file descriptor limit are the host's resources.
+        ("OSError: [Errno 28] No space left on device\n", "resource-exhausted"),
+        (
+            "RuntimeError: unable to write to file </torch_1234_567890_0>: No space left on "
+            "device (28)\n",
+            "resource-exhausted",
+        ),
+        ("OSError: [Errno 24] Too many open files\n", "resource-exhausted"),
     ],
 )
-def test_a_wrapped_nccl_result_or_a_missing_gpu_says_its_kind(
+def test_a_message_of_a_framework_or_the_os_says_its_kind(
     tmp_path: Path, text: str, kind: str
 ) -> None:
     assert _verdict(tmp_path, text).kind == kind
