@@ -214,7 +214,7 @@ def _hard_wrapped(width: int, hang: int = 0) -> Callable[[list[str]], list[str]]
 
 
 EXCERPT_FORMS: dict[str, tuple[Callable[[list[str]], list[str]], float]] = {
-    "first line cut halfway": (_first_line_cut, 61.0),
+    "first line cut halfway": (_first_line_cut, 62.0),
     "every line cut at 120 columns": (lambda lines: [line[:120] for line in lines], 64.0),
     "newest line first": (lambda lines: lines[::-1], 65.5),
     "hard-wrapped at 80 columns": (_hard_wrapped(80), 67.0),
@@ -223,7 +223,7 @@ EXCERPT_FORMS: dict[str, tuple[Callable[[list[str]], list[str]], float]] = {
         lambda lines: [
             "> " + piece for line in lines for piece in (textwrap.wrap(line, 70) or [""])
         ],
-        60.0,
+        61.0,
     ),
     # A notebook's output or a script's json.dumps(lines): each line a JSON string.
     "as a JSON array of lines": (

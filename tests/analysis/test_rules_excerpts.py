@@ -879,6 +879,12 @@ def test_a_crash_ucx_caught_names_the_process_of_its_tag(tmp_path: Path) -> None
             "resource-exhausted",
         ),
         ("OSError: [Errno 24] Too many open files\n", "resource-exhausted"),
+        # A process started without the launcher that sets the rendezvous' variables.
+        (
+            "ValueError: Error initializing torch.distributed using env:// rendezvous: "
+            "environment variable MASTER_ADDR expected, but not set\n",
+            "bootstrap-failure",
+        ),
     ],
 )
 def test_a_message_of_a_framework_or_the_os_says_its_kind(
