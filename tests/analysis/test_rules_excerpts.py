@@ -18,6 +18,12 @@ def _verdict(tmp_path: Path, text: str) -> Verdict:
     return _lead(tmp_path, text)[0]
 
 
+def _named(tmp_path: Path, text: str) -> tuple[str, tuple[str, ...], tuple[int, ...]]:
+    """The verdict's kind and the hosts and pids it names."""
+    verdict = _verdict(tmp_path, text)
+    return verdict.kind, verdict.culprit_hosts, verdict.culprit_pids
+
+
 def _lead(tmp_path: Path, text: str) -> tuple[Verdict, Finding]:
     """The verdict and the finding it comes from (with the other files in ``tmp_path``)."""
     (tmp_path / "ticket.log").write_text(text, encoding="utf-8")
@@ -820,12 +826,7 @@ def test_a_crash_ucx_caught_names_the_process_of_its_tag(tmp_path: Path) -> None
         " 1  /usr/lib/libucs.so.0(+0x2a2c1) [0x7f1c2a0b22c1]\n"
         "=================================\n"
     )
-    verdict = _verdict(tmp_path, text)
-    assert (verdict.kind, verdict.culprit_hosts, verdict.culprit_pids) == (
-        "process-died",
-        ("node-4",),
-        (54321,),
-    )
+    assert _named(tmp_path, text) == ("process-died", ("node-4",), (54321,))
     (source,) = analyze([str(tmp_path)]).diagnosis.inputs
     assert source.unrecognized == 0
 
@@ -885,6 +886,8 @@ def test_a_crash_ucx_caught_names_the_process_of_its_tag(tmp_path: Path) -> None
             "environment variable MASTER_ADDR expected, but not set\n",
             "bootstrap-failure",
         ),
+        # mp.spawn's parent joining a worker that failed.
+        ("Exception: process 3 terminated with exit code 1\n", "process-died"),
     ],
 )
 def test_a_message_of_a_framework_or_the_os_says_its_kind(
@@ -900,9 +903,4 @@ def test_rays_memory_monitor_names_the_node_and_the_worker_it_killed(tmp_path: P
         "name=RayTrainWorker.__init__, pid=22071, memory used=61.3GB) was running was 118.8GB / "
         "125.6GB (0.945894), which exceeds the memory usage threshold of 0.95.\n"
     )
-    verdict = _verdict(tmp_path, text)
-    assert (verdict.kind, verdict.culprit_hosts, verdict.culprit_pids) == (
-        "resource-exhausted",
-        ("10.0.1.17",),
-        (22071,),
-    )
+    assert _named(tmp_path, text) == ("resource-exhausted", ("10.0.1.17",), (22071,))
