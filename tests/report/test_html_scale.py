@@ -14,7 +14,6 @@ import io
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -232,17 +231,16 @@ def test_dark_mode_headings_are_readable(browser: object, incident: Incident) ->
         watched.context.close()
 
 
-def test_file_is_small_and_opens_fast(browser: object, incident: Incident) -> None:
+def test_file_is_small_and_its_script_finishes(browser: object, incident: Incident) -> None:
+    # The time to open it (under 2 s at 4,096 ranks) is benchmarks/bench_report.py's target:
+    # a timed test fails on a busy machine, not on a slow page.
     size = incident.html.stat().st_size
     assert size < 5_000_000, f"{size:,} bytes"
     context = browser.new_context(viewport=VIEWPORT)  # type: ignore[attr-defined]
     try:
         page = context.new_page()
-        start = time.monotonic()
         page.goto(incident.html.as_uri())
         page.wait_for_selector("html[data-ready='1']", state="attached")
-        elapsed = time.monotonic() - start
-        assert elapsed < 2.0, f"{elapsed:.2f} s to open"
     finally:
         context.close()
 
