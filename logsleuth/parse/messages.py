@@ -79,30 +79,26 @@ def _origin(label: str, message: str, hint: Origin) -> tuple[Origin, int | None]
     return replace(hint, rank=rank, host=host, pid=pid), rank
 
 
-_PREFIX_SEVERITY = re.compile(
-    r"(?:^|[\s\[(:|])(?:(ERROR|ERR|FATAL|CRITICAL|CRIT)\b|([EF])(?=\d{4} |\s+[\w./\-]+:\d+\]))"
+_PREFIX_LEVEL = re.compile(
+    r"(?:^|[\s\[(:|])(?:(ERROR|ERR|FATAL|CRITICAL|CRIT|WARNING|WARN|INFO|DEBUG|TRACE)\b"
+    r"|([EFWID])(?=\d{4} |\s+[\w./\-]+:\d+\]))"
 )
-"""An error's severity in a log line's prefix: a level word (``[ERROR]``, ``ERROR 05-02``,
-``UCX  ERROR``) or glog's and TensorFlow's letter (``E0502 11:03:12``, ``: E file.cc:741]``)."""
-_SEVERITY_WORDS = {**ERROR_LEVELS, "ERR": "ERROR", "CRIT": "CRITICAL"}
-
-
-_RECORD_LEVEL = re.compile(
-    r"(?:^|[\s\[(:|])(?:(?:ERROR|ERR|FATAL|CRITICAL|CRIT|WARNING|WARN|INFO|DEBUG|TRACE)\b"
-    r"|[EFWID](?=\d{4} |\s+[\w./\-]+:\d+\]))"
-)
-"""Any level in a line prefix: the prefix is a logger's record header (DeepSpeed's ``[WARNING]
-[stage3.py:1991:step]``, glog's ``W0502``), not a collector's tag (a pod, a stream)."""
+"""A level in a log line's prefix: a level word (``[ERROR]``, ``ERROR 05-02``, ``UCX  ERROR``,
+DeepSpeed's ``[WARNING]``) or glog's and TensorFlow's letter (``E0502 11:03:12``, ``: E
+file.cc:741]``). A prefix with one is a logger's record header, not a collector's tag."""
+_SEVERITY_WORDS = {**ERROR_LEVELS, "ERROR": "ERROR", "ERR": "ERROR", "FATAL": "FATAL"}
+_SEVERITY_WORDS |= {"CRITICAL": "CRITICAL", "CRIT": "CRITICAL"}
+"""The error levels among them, as the event's level."""
 
 
 def prefix_level(prefix: str) -> str:
     """The level a line prefix gives its message: ``ERROR``, ``FATAL``, ``CRITICAL`` or
     ``INFO`` (any other level, or none: no failure by its prefix alone)."""
-    found = _PREFIX_SEVERITY.search(prefix)
-    if found is None:
-        return "INFO"
-    word = found.group(1) or found.group(2)
-    return _SEVERITY_WORDS.get(word, word)
+    for found in _PREFIX_LEVEL.finditer(prefix):
+        level = _SEVERITY_WORDS.get(found.group(1) or found.group(2))
+        if level is not None:
+            return level
+    return "INFO"
 
 
 def message_event(
@@ -200,7 +196,7 @@ class MessageReader(Reader):
             match is not None
             and not bare_prefix
             and match.entry.level == PREFIX
-            and _RECORD_LEVEL.search(text, 0, match.end) is None
+            and _PREFIX_LEVEL.search(text, 0, match.end) is None
         ):
             # A collector's prefix alone says nothing; a logger's record header (its level)
             # says the line is that framework's record, whatever its message.
