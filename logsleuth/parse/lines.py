@@ -208,7 +208,7 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
             return
         if messages.first_line is None:
             messages.first_line = number
-        header = sections.header(number, text)
+        header = sections.header(number, text, hint)
         if header is not None:
             if busy:
                 # A reader in the middle of a block (a stack dump) sees the line first; one

@@ -24,6 +24,14 @@ SECTION = re.compile(
 """A header line naming a process: ``Rank A:``, ``## rank 3``, ``**Worker 1 (node2):**``,
 ``=== rank 1 ===``, ``---- worker 3 ----``."""
 
+_PROSE = re.compile(r"\b(?i:rank)[ #_]?(?P<rank>\d{1,6})\b")
+"""A rank a sentence names (``and on rank 1:``, ``py-spy dump of rank 0 gives:``)."""
+_PROSE_PID = re.compile(r"--pid[ =](?P<pid>\d{1,9})\b")
+_PROSE_MAX = 160
+_MESSAGE_SPAN = 16
+"""A catalog match this long inside a line is a message quoted there, not a few words."""
+"""A sentence that introduces the output below it is short."""
+
 _FILE = re.compile(r"\s*==> (?P<path>\S.{0,500}?) <==\s*")
 """``tail``/``head`` over several files: ``==> logs/rank3.log <==``."""
 
@@ -72,11 +80,12 @@ class Sections:
         # The last two non-blank lines seen (number, text), for a host block's look-back.
         self._before = self._last = (0, "")
 
-    def header(self, number: int, text: str) -> Header | None:
+    def header(self, number: int, text: str, writer: Origin = NO_ORIGIN) -> Header | None:
         """The header that line ``number`` (prefixes stripped) is or completes, or None.
 
         A host block is known at its closing rule: rule, host list, rule on consecutive
-        lines.
+        lines. ``writer`` is what the line's own prefixes said of it (a line a rank wrote is
+        no sentence about another rank).
         """
         (opened, rule), (listed, hosts) = self._before, self._last
         self._before, self._last = self._last, (number, text)
@@ -89,6 +98,8 @@ class Sections:
             label = f"{named.group('word')} {named.group('id')}"
             origin = _process(named)
             return Header(origin, label, (number,), stands_in=origin.rank is None)
+        if (prose := _introduces(text, writer)) is not None:
+            return Header(prose, text.strip(), (number,))
         if (text[:1] == "[" or " | " in text) and (shell := _SHELL_HOST.fullmatch(text)):
             name = shell.group("pssh") or shell.group("ansible")
             return Header(Origin(host=name), name, (number,))
@@ -118,6 +129,30 @@ class Sections:
                 origin = NO_ORIGIN if "[" in name else Origin(host=name)
                 return Header(origin, name, (listed, number))
         return None
+
+
+def _introduces(text: str, writer: Origin) -> Origin | None:
+    """The process a ticket's sentence names before the output it introduces, or None.
+
+    ``py-spy dump on rank 0 gives:``, ``and on rank 1:``: a short line that ends with a colon,
+    names one rank, and is no message a catalog knows (``Rank 3 is running collective:`` is
+    torch's, not the reader's). The py-spy command that printed the dump (``$ py-spy dump
+    --pid 3313  # rank 1``) names its pid, and may name its rank.
+    """
+    stripped = text.strip()
+    if len(stripped) > _PROSE_MAX or stripped[:1] in "[(<" or writer.rank is not None:
+        return None
+    # The command that printed the dump below (``$ py-spy dump --pid 3313``) names its pid.
+    pid = _PROSE_PID.search(stripped) if "py-spy" in stripped else None
+    if not stripped.endswith(":") and pid is None:
+        return None
+    ranks = {int(m.group("rank")) for m in _PROSE.finditer(stripped)}
+    if len(ranks) > 1 or (not ranks and pid is None):
+        return None
+    known = load_catalog().match(stripped)
+    if known is not None and (known.start == 0 or known.end - known.start >= _MESSAGE_SPAN):
+        return None  # the line is or quotes a message (a few words typed as a fragment: not)
+    return Origin(rank=ranks.pop() if ranks else None, pid=int(pid.group("pid")) if pid else None)
 
 
 def _file_header(text: str) -> re.Match[str] | None:

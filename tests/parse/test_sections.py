@@ -9,6 +9,7 @@ import pytest
 from logsleuth.api import analyze
 from logsleuth.model.messages import SectionHeader
 from logsleuth.model.nccl import NcclCollective
+from logsleuth.model.stacks import StackDump
 from logsleuth.parse.discover import discover
 from logsleuth.parse.dispatch import read_inputs
 
@@ -71,6 +72,42 @@ def test_a_sentence_about_a_rank_is_no_header(tmp_path: Path) -> None:
     assert not [e for e in events if isinstance(e, SectionHeader)]
     (coll,) = [e for e in events if isinstance(e, NcclCollective)]
     assert coll.origin.rank is None
+
+
+_DUMP = 'Thread {tid} (active): "MainThread"\n    train (train.py:{line})\n'
+
+
+@pytest.mark.parametrize(
+    ("intro", "rank", "pid"),
+    [
+        ("py-spy dump on rank 1 gives:", 1, None),
+        ("and on rank 1:", 1, None),
+        ("$ py-spy dump --pid 3313", None, 3313),
+        ("# py-spy dump --pid 3313  (rank 1)", 1, 3313),
+    ],
+)
+def test_a_sentence_or_command_that_introduces_a_dump_names_its_process(
+    tmp_path: Path, intro: str, rank: int | None, pid: int | None
+) -> None:
+    path = tmp_path / "paste.txt"
+    path.write_text(f"{intro}\n\n{_DUMP.format(tid=3313, line=77)}")
+    (dump,) = [e for e in _read(path) if isinstance(e, StackDump)]
+    assert (dump.origin.rank, dump.origin.pid) == (rank, pid)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "The job hangs on rank 1 and rank 2:",  # two ranks: says nothing of the lines below
+        "[rank0]: the stacks of rank 1:",  # a line rank 0 wrote
+        "I ran py-spy on it:",  # no rank, no pid
+    ],
+)
+def test_a_sentence_that_names_no_one_process_is_no_header(tmp_path: Path, line: str) -> None:
+    path = tmp_path / "paste.txt"
+    path.write_text(f"{line}\n{_DUMP.format(tid=3313, line=77)}")
+    events = _read(path, every_line=False)
+    assert not [e for e in events if isinstance(e, SectionHeader)]
 
 
 def test_the_odd_order_of_three_is_named(tmp_path: Path) -> None:
