@@ -1,4 +1,5 @@
-"""LS122 init.duplicate_ranks and LS123 init.store_barrier: set-up that waits for ranks."""
+"""LS122 init.duplicate_ranks, LS123 init.store_barrier and LS128 init.roll_call: set-up that
+waits for ranks."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ def _codes(tmp_path: Path, text: str) -> list[tuple[str, str, tuple[int, ...]]]:
     log = tmp_path / "stdout.log"
     log.write_text(text, encoding="utf-8")
     d = analyze([str(log)]).diagnosis
-    return [(f.code, f.kind, f.ranks) for f in d.findings if f.code in ("LS122", "LS123")]
+    return [(f.code, f.kind, f.ranks) for f in d.findings if f.code in ("LS122", "LS123", "LS128")]
 
 
 def test_ranks_started_twice_while_others_never_start(tmp_path: Path) -> None:
@@ -22,6 +23,30 @@ def test_ranks_started_twice_while_others_never_start(tmp_path: Path) -> None:
 def test_every_rank_once_is_no_duplicate(tmp_path: Path) -> None:
     lines = [f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/4\n" for r in range(4)]
     assert _codes(tmp_path, "".join(lines)) == []
+
+
+def _roll_call(ranks: list[int], world: int) -> str:
+    return "".join(
+        f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/{world}\n" for r in ranks
+    )
+
+
+def test_a_rank_missing_from_the_roll_call_is_what_set_up_waits_for(tmp_path: Path) -> None:
+    assert _codes(tmp_path, _roll_call([0, 2, 1], 4)) == [("LS128", "init-stall", (3,))]
+    verdict = analyze([str(tmp_path / "stdout.log")]).diagnosis.verdict
+    assert (verdict.kind, verdict.culprit_ranks) == ("init-stall", (3,))
+
+
+def test_a_roll_call_that_set_up_completed_or_that_misses_most_names_no_one(
+    tmp_path: Path,
+) -> None:
+    done = "All distributed processes registered. Starting with 4 processes\n"
+    assert _codes(tmp_path, _roll_call([0, 2, 1], 4) + done) == []
+    # Most of the world missing: the excerpt is cut, not the ranks.
+    assert _codes(tmp_path, _roll_call([0, 1], 8)) == []
+    # A rank that wrote any other line was started.
+    spoke = "[rank3]: Traceback (most recent call last):\n"
+    assert _codes(tmp_path, _roll_call([0, 2, 1], 4) + spoke) == []
 
 
 WAITING = (

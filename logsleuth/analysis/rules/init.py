@@ -180,6 +180,77 @@ class DuplicateRanks(Rule):
         )
 
 
+_JOINED = re.compile(r"All distributed processes registered\. Starting with \d+ processes")
+"""Lightning's rank 0 once every member joined: set-up ended."""
+
+
+class RollCallIncomplete(Rule):
+    """A framework's start-up roll call lists fewer ranks than its world, and set-up never ends.
+
+    Symptom:
+        Each rank announces that it joins the process group with its rank and the world
+        size (Lightning's ``Initializing distributed: GLOBAL_RANK: 2, MEMBER: 3/4``); some
+        members of the world never announce it, nothing says that every member joined
+        (``All distributed processes registered``), and the missing ranks left no other line.
+
+    Likely causes:
+        The missing ranks were never started (a node that did not come up, a wrong number of
+        tasks per node), crashed before set-up, or are busy before it (a download, data
+        preparation on one rank); the others wait for them in the store's rendezvous.
+
+    What to check:
+        The launcher's output on the node(s) of the missing ranks; that the scheduler started
+        as many tasks as the world size (``srun``'s ``--ntasks``, ``--ntasks-per-node``
+        against the devices); what those ranks do before ``init_process_group``.
+    """
+
+    code = "LS128"
+    name = "init.roll_call"
+    kind = "init-stall"
+
+    def check(self, index: EvidenceIndex) -> Iterable[Finding]:
+        claims: dict[int, LogMessage] = {}
+        world = 0
+        for message in index.all_of(LogMessage):
+            if _JOINED.search(message.message):
+                return  # every member joined
+            if (found := _CLAIM.search(message.message)) is None:
+                continue
+            if claims.setdefault(int(found.group(1)), message) is not message:
+                return  # a rank claimed twice: LS122 (init.duplicate_ranks)
+            world = max(world, int(found.group(3)))
+        if not claims or world > LISTED_RANKS:
+            return
+        # Ranks that left any other line were started; only silence counts, and only as a
+        # minority of the world (most of it missing is a cut excerpt, not missing ranks).
+        spoke = set(index.named_ranks())
+        absent = [r for r in range(world) if r not in claims and r not in spoke]
+        if not absent or len(absent) * 2 >= world:
+            return
+        yield self.finding(
+            severity="error",
+            title=(
+                f"{len(claims)} of {world} ranks announced process-group set-up; "
+                f"{name_ranks(absent)} never did"
+            ),
+            detail=(
+                f"Rank(s) {format_ranks(claims)} printed that they join the process group of "
+                f"{world} members, and nothing says that every member joined. "
+                f"{name_ranks(absent).capitalize()} left no line at all: set-up waits for "
+                f"{'it' if len(absent) == 1 else 'them'}, unless the excerpt is cut."
+            ),
+            events=[claims[r] for r in sorted(claims)],
+            ranks=absent,
+            confidence=0.4,
+            next_steps=(
+                f"Find {name_ranks(absent)}: the launcher output of its node, whether it was "
+                "started at all (srun --ntasks, --ntasks-per-node against the GPUs per node).",
+                "Dump the stacks of the ranks that joined (py-spy dump --pid PID): they should "
+                "wait in init_process_group's rendezvous.",
+            ),
+        )
+
+
 _WAITING = re.compile(
     r"Waiting in store based barrier to initialize process group for rank: (\d{1,6}).*?"
     r"world_size=(\d{1,6}), worker_count=(\d{1,6})"

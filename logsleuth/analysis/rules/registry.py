@@ -17,7 +17,12 @@ from logsleuth.analysis.rules.gloo import GlooSizeSender
 from logsleuth.analysis.rules.gpu import CudaError, DuplicateGpu, ShmExhausted
 from logsleuth.analysis.rules.horovod import HorovodStall
 from logsleuth.analysis.rules.inconclusive import Inconclusive, Unproven
-from logsleuth.analysis.rules.init import DuplicateRanks, InitNeverReached, StoreBarrierWaiting
+from logsleuth.analysis.rules.init import (
+    DuplicateRanks,
+    InitNeverReached,
+    RollCallIncomplete,
+    StoreBarrierWaiting,
+)
 from logsleuth.analysis.rules.jax import JaxCoordination
 from logsleuth.analysis.rules.job import JobExitStatus
 from logsleuth.analysis.rules.knowledge import KNOWLEDGE_RULES
@@ -54,6 +59,7 @@ RULES: tuple[type[Rule], ...] = tuple(
             SetupNeverFinished,
             SetupBehind,
             DuplicateRanks,
+            RollCallIncomplete,
             StoreBarrierWaiting,
             BootstrapFailure,
             IbCompletionError,
