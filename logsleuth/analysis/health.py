@@ -30,14 +30,20 @@ from logsleuth.model.messages import LogMessage
 from logsleuth.model.nccl import NcclCommEnd, NcclCommInit
 from logsleuth.model.torch import LauncherEvent, TorchUnrecognized
 
+PROGRAM_EXIT = (
+    re.compile(r"process group has NOT been destroyed before"),
+    re.compile(r"At the time of process termination, there are still \d+ unwaited"),
+)
+"""PyTorch >= 2.4: the process-group destructor's warnings; the process that prints one is
+leaving the program (by its end, or unwinding from an exception)."""
+
 # Messages that are only printed when a run ends normally.
 _COMPLETION = (
     # nccl-tests / rccl-tests: the closing summary after the last size
     re.compile(r"^#\s*Avg bus bandwidth\s*:"),
     re.compile(r"^#\s*Out of bounds values\s*:\s*0 OK"),
     # PyTorch >= 2.4: the process-group destructor at program exit
-    re.compile(r"process group has NOT been destroyed before"),
-    re.compile(r"At the time of process termination, there are still \d+ unwaited"),
+    *PROGRAM_EXIT,
     # Lightning: training stopped at its configured end
     re.compile(r"`Trainer\.fit` stopped: `max_(?:epochs|steps)=\d+` reached"),
 )

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from logsleuth.analysis.correlate import own_deaths
 from logsleuth.analysis.flight import entries_by_group
+from logsleuth.analysis.health import PROGRAM_EXIT
 from logsleuth.analysis.index import EvidenceIndex
 from logsleuth.analysis.overview import last_ops
 from logsleuth.analysis.rules.base import message_text
@@ -23,6 +24,7 @@ from logsleuth.analysis.stacks import ProcStack
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Evidence
 from logsleuth.model.flight import FlightRecorderDump, FrEntry
+from logsleuth.model.messages import LogMessage
 from logsleuth.model.p2p import P2PView
 from logsleuth.model.torch import (
     ChildFailure,
@@ -241,7 +243,8 @@ def mark_fates(index: EvidenceIndex, graph: Graph) -> tuple[set[str], dict[str, 
         event.origin.rank is None and _DETECTED.search(message_text(event))
         for event in (*index.torch, *index.warns)
     )
-    for death in own_deaths(index):
+    deaths = own_deaths(index)
+    for death in deaths:
         if death.rank is None:
             continue
         node_id = rank_id(death.rank)
@@ -261,6 +264,21 @@ def mark_fates(index: EvidenceIndex, graph: Graph) -> tuple[set[str], dict[str, 
         if ended is not None and ended.state == "silent" and failure.signal == "SIGTERM":
             # Alive until torchrun ended the job: not silent, only unobserved.
             ended.state, ended.where = "unknown", "ended by torchrun (SIGTERM)"
+    # A rank that left the program before the others' waits failed will not come; one that
+    # left after them may have been ended by the same failure.
+    failed_at = [t for e in (*timed_out.values(), *lost.values()) if (t := e.origin.time)]
+    # A death no line places may be that leaving process's own (an exception unwinds through
+    # the destructor): it says more of the rank's fate than the warning does.
+    unplaced = any(d.rank is None for d in deaths) or any(
+        isinstance(e, PythonTraceback) and e.origin.rank is None for e in index.torch
+    )
+    for rank, line in sorted(exit_lines(index).items() if not unplaced else ()):
+        leaving = graph.nodes.get(rank_id(rank))
+        at = line.origin.time
+        if at is not None and failed_at and at > min(failed_at):
+            continue
+        if leaving is not None and leaving.state in _QUIET and rank_id(rank) not in waited:
+            leaving.state, leaving.where = "exited", _LEFT
     for rank in _exited_cleanly(
         index, {r for r in failed if rank_id(r) in lost or rank_id(r) in waited}
     ):
@@ -269,6 +287,24 @@ def mark_fates(index: EvidenceIndex, graph: Graph) -> tuple[set[str], dict[str, 
         if node.state in _QUIET:
             node.state, node.where = "exited", "exit code 0 (not in torchrun's failures)"
     return set(lost), {**timed_out, **lost}
+
+
+_LEFT = "left the program (its process group destructor's warning)"
+
+
+def exit_lines(index: EvidenceIndex) -> dict[int, LogMessage]:
+    """Ranks whose process group's destructor warned at program exit, and the first warning.
+
+    PyTorch >= 2.4 prints ``process group has NOT been destroyed before we destruct
+    ProcessGroupNCCL`` as the process ends; a rank that says it while others wait in a
+    collective will not come to it.
+    """
+    found: dict[int, LogMessage] = {}
+    for message in index.all_of(LogMessage):
+        rank = message.origin.rank
+        if rank is not None and any(p.search(message.message) for p in PROGRAM_EXIT):
+            found.setdefault(rank, message)
+    return found
 
 
 def _exited_cleanly(index: EvidenceIndex, waiting_failed: set[int]) -> list[int]:

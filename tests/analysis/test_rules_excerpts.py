@@ -888,6 +888,27 @@ def test_a_crash_ucx_caught_names_the_process_of_its_tag(tmp_path: Path) -> None
         ),
         # mp.spawn's parent joining a worker that failed.
         ("Exception: process 3 terminated with exit code 1\n", "process-died"),
+        # torchrun stopped from outside (a scheduler's time limit, preemption, a cancel).
+        (
+            "[2024-03-03 19:22:41,011] torch.distributed.elastic.agent.server.api: [WARNING] "
+            "Received Signals.SIGTERM death signal, shutting down workers\n",
+            "process-died",
+        ),
+        (
+            "torch.distributed.elastic.multiprocessing.api.SignalException: Process 5510 got "
+            "signal: 15\n",
+            "process-died",
+        ),
+        # PyTorch 1.x's NCCL check: "NCCL Error <code>: <result string>".
+        ("RuntimeError: NCCL Error 2: unhandled system error\n", "bootstrap-failure"),
+        # XLA's older rendezvous warning (nccl_utils.cc): a local device never arrived.
+        (
+            "2024-05-23 16:12:41.223145: E external/xla/xla/service/gpu/nccl_utils.cc:297] This "
+            "thread has been waiting for 10000ms for and may be stuck: participant "
+            "AllReduceParticipantData{rank=6, element_count=1048576, type=F32} waiting for all "
+            "participants to arrive at rendezvous RendezvousKey{run_id=RunId: 1234, op_id=42}\n",
+            "collective-timeout",
+        ),
     ],
 )
 def test_a_message_of_a_framework_or_the_os_says_its_kind(
@@ -904,3 +925,69 @@ def test_rays_memory_monitor_names_the_node_and_the_worker_it_killed(tmp_path: P
         "125.6GB (0.945894), which exceeds the memory usage threshold of 0.95.\n"
     )
     assert _named(tmp_path, text) == ("resource-exhausted", ("10.0.1.17",), (22071,))
+
+
+def test_a_rank_that_left_the_program_while_another_waits_is_where_waiting_ends(
+    tmp_path: Path,
+) -> None:
+    # PyTorch >= 2.4 warns in the process group's destructor as a process leaves; rank 0
+    # left before rank 3's barrier timed out, so rank 3 waited for it.
+    left = (
+        "[rank0]:[W1105 08:14:55.271901 ProcessGroupNCCL.cpp:1493] Warning: WARNING: process "
+        "group has NOT been destroyed before we destruct ProcessGroupNCCL. On normal program "
+        "exit, the application should call destroy_process_group to ensure that any pending "
+        "NCCL operations have finished in this process. (function operator())\n"
+    )
+    timeout = (
+        "[rank3]:[E1105 08:24:55.318112 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=12, OpType=BARRIER, NumelIn=1, "
+        "NumelOut=1, Timeout(ms)=600000) ran for 600012 milliseconds before timing out.\n"
+    )
+    verdict, lead = _lead(tmp_path, left + timeout)
+    assert (verdict.kind, verdict.culprit_ranks) == ("missing-collective", (0,))
+    assert {e.line for e in lead.evidence} == {1, 2}
+    # Leaving after the timeout was reported may be that failure's own end: no culprit.
+    later = left.replace("08:14:55", "08:34:55")
+    verdict = _verdict(tmp_path, later + timeout)
+    assert verdict.culprit_ranks == ()
+
+
+def test_the_old_nccl_error_format_reads_as_ncclss_result(tmp_path: Path) -> None:
+    lead = _lead(tmp_path, "RuntimeError: NCCL Error 6: invalid usage\n")[1]
+    assert "invalid usage or argument" in lead.detail
+
+
+def test_one_ranks_own_timeout_at_nccl_work_is_a_timeout_not_silence(tmp_path: Path) -> None:
+    # torch >= 2.3 says "Timeout at NCCL work: S" when its watchdog fires; quoted inside a
+    # sentence of the ticket, it is still that rank's timeout (no rank named as culprit).
+    text = (
+        "No error for 30 minutes, then rank 118 prints: [rank118]:[E ProcessGroupNCCL.cpp:1484] "
+        "[PG 0 Rank 118] Timeout at NCCL work: 48211, last enqueued NCCL work: 48211, last "
+        "completed NCCL work: 48210.\n"
+    )
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_ranks) == ("missing-collective", ())
+    assert "rank 118 timed out" in verdict.summary
+
+
+@pytest.mark.parametrize("code", [31, 79, 95])
+def test_an_xid_names_the_process_on_the_gpu(tmp_path: Path, code: int) -> None:
+    text = (
+        f"Nov 12 03:14:22 gpu-node-21 kernel: NVRM: Xid (PCI:0000:18:00): {code}, pid=221345, "
+        "name=python3, Uncontained: FBHUB.\n"
+    )
+    assert _named(tmp_path, text) == ("cuda-error", ("gpu-node-21",), (221345,))
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"), [("Evicted", "resource-exhausted"), ("Error", "process-died")]
+)
+def test_the_pod_table_names_the_pod_that_ended(tmp_path: Path, status: str, kind: str) -> None:
+    # kubectl get pods: the pod that is not Running stands for the host of its ranks.
+    text = (
+        "NAME                 READY   STATUS    RESTARTS   AGE\n"
+        "llama-worker-0       1/1     Running   0          3h12m\n"
+        f"llama-worker-1       0/1     {status:<9} 0          3h12m\n"
+        "llama-worker-2       1/1     Running   0          3h12m\n"
+    )
+    assert _named(tmp_path, text) == (kind, ("llama-worker-1",), ())

@@ -765,6 +765,9 @@ class CollectiveTimeout(Rule):
                 )
             elif own and len(inside) > 1:
                 yield self._all_inside(list(ranks.values()), f"work {seq}", inside, 0.5)
+            elif own:
+                # One rank's own "Timeout at NCCL work: S": it waited, not why.
+                yield self._one_side(index, [], list(ranks.values()), seq, "NCCL work", inside)
 
     @staticmethod
     def _moved_on(

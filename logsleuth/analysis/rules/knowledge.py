@@ -47,6 +47,9 @@ def event_text(event: Event) -> str:
         # The agent's "failed (exitcode: -9) local_rank: 3 (pid: 42) of binary: ..." says it
         # all in its fields; the line as read keeps the words the knowledge base looks for.
         return event.text
+    if isinstance(event, LauncherEvent) and event.action == "death-signal":
+        # The agent itself was signalled (its message, as elastic's api.py prints it).
+        return f"Received {event.signal or 'a'} death signal, shutting down workers"
     text = message_text(event).strip()
     if isinstance(event, PythonTraceback) and not text and event.exc_type:
         # An exception raised without a message (``raise RendezvousTimeoutError``) says it

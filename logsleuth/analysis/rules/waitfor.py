@@ -6,8 +6,9 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from logsleuth.analysis.index import EvidenceIndex
-from logsleuth.analysis.rules.base import Rule
+from logsleuth.analysis.rules.base import Rule, evidence_of
 from logsleuth.analysis.waitfor import Resolution, WaitAnalysis, wait_for
+from logsleuth.analysis.waitfor_sources import exit_lines
 from logsleuth.model.diagnosis import Evidence, Finding
 from logsleuth.model.ranks import name_ranks
 from logsleuth.model.waitfor import WaitFor, WaitNode
@@ -111,9 +112,11 @@ class WaitForSink(Rule):
         told = {n.category for n in culprits} <= _STACK_RULE_CATEGORIES
         if sources == {"stacks"} and told and {n.state for n in culprits} <= _STACK_STATES:
             return  # LS104 / LS105 read the same stacks and say more about them
-        yield self._sink(analysis, culprits)
+        yield self._sink(analysis, culprits, index)
 
-    def _sink(self, analysis: WaitAnalysis, culprits: list[WaitNode]) -> Finding:
+    def _sink(
+        self, analysis: WaitAnalysis, culprits: list[WaitNode], index: EvidenceIndex
+    ) -> Finding:
         graph = analysis.graph
         ids = {n.id for n in culprits}
         into = [e for e in graph.edges if e.waits_for in ids]
@@ -146,8 +149,14 @@ class WaitForSink(Rule):
                 f"({how})."
             )
         elif state == "exited":
-            title = f"{who} exited with status 0 while {_names(waiter_nodes)} still waited for {it}"
-            lead = f"{who} ended cleanly ({how}) before the collective the others were in."
+            # torchrun's summary shows the status; PyTorch's destructor warning only the exit.
+            status = " with status 0" if how.startswith("exit code 0") else ""
+            title = f"{who} exited{status} while {_names(waiter_nodes)} still waited for {it}"
+            lead = (
+                f"{who} ended cleanly ({how}) before the collective the others were in."
+                if status
+                else f"{who} {how}, before the collective the others were in."
+            )
         elif state == "dead":
             title = f"{who} died ({how}); {_names(waiter_nodes)} waited for {it}"
             lead = f"{who} ended on its own account ({how})."
@@ -163,6 +172,10 @@ class WaitForSink(Rule):
             + _victims_text(graph)
         )
         evidence = [e.evidence for e in into if e.evidence is not None]
+        if state == "exited":
+            # The culprit's own line that it left, after the waiters' lines.
+            left = exit_lines(index)
+            evidence += evidence_of([left[n.rank] for n in culprits if n.rank in left])[0]
         return self._finding(kind, title, detail, culprits, confidence, evidence, graph)
 
     def _cycle(
