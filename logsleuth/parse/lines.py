@@ -13,8 +13,16 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 
-from logsleuth.model.base import NO_ORIGIN, InputSummary, Origin, SourceRef, host_in_file_name
+from logsleuth.model.base import (
+    NO_ORIGIN,
+    Event,
+    InputSummary,
+    Origin,
+    SourceRef,
+    host_in_file_name,
+)
 from logsleuth.model.messages import SectionHeader
+from logsleuth.model.torch import PythonTraceback
 from logsleuth.parse.base import InputResult, Line, Reader, Sink
 from logsleuth.parse.catalog import load_catalog, whole_message
 from logsleuth.parse.clean import (
@@ -494,11 +502,33 @@ def _line_result(
         blank=blank,
         truncated=truncated,
     )
-    events = sorted(sink.events, key=lambda e: e.ref.line)
+    events = sorted(_once(sink.events), key=lambda e: e.ref.line)
     missed: tuple[int, ...] = ()
     if audit:
         missed = tuple(sorted(offered - sink.recognized))
     return InputResult(tuple(events), summary, tuple(unrecognized), missed)
+
+
+def _once(events: list[Event]) -> list[Event]:
+    """Drop an exception line read on its own where its whole traceback was read too (a
+    logger's message line above the traceback it logs, an error file's message beside its
+    call stack): one exception, one event."""
+    framed = {
+        (e.rank, e.exc_type, e.exc_message)
+        for e in events
+        if isinstance(e, PythonTraceback) and e.frames
+    }
+    if not framed:
+        return events
+    return [
+        e
+        for e in events
+        if not (
+            isinstance(e, PythonTraceback)
+            and not e.frames
+            and (e.rank, e.exc_type, e.exc_message) in framed
+        )
+    ]
 
 
 _DUMP_HEADER = "Process "

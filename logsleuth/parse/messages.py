@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from logsleuth.model.base import Origin, SourceRef
 from logsleuth.model.messages import LogMessage
-from logsleuth.model.torch import ERROR_LEVELS
+from logsleuth.model.torch import ERROR_LEVELS, PythonTraceback
 from logsleuth.parse.base import Line, Reader, Sink
 from logsleuth.parse.catalog import PREFIX, CatalogMatch, load_catalog
 from logsleuth.parse.clean import WRITER_RANK
@@ -211,8 +211,33 @@ class MessageReader(Reader):
         self._after_frame = match.entry.family == "python" and match.entry.fmt.startswith(
             _FRAME_FORMAT
         )
-        sink.emit(event)
+        sink.emit(_raised(event) if match.entry.family == "python" else event)
         return True
+
+
+_EXCEPTION_LINE = re.compile(
+    r"(?P<type>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Failure|Timeout))"
+    r"(?::[ \t]*(?P<message>.*?))?\s*"
+)
+"""A Python exception line: ``FileNotFoundError: [Errno 2] ...``, ``pkg.mod.SomeError``."""
+
+
+def _raised(event: LogMessage) -> LogMessage | PythonTraceback:
+    """A Python exception line on its own is the end of a traceback whose frames the
+    excerpt cut (a ticket quotes the last line): the exception its process raised."""
+    found = _EXCEPTION_LINE.fullmatch(event.message) if not event.label else None
+    if found is None or event.message.endswith(":"):
+        return event  # a message that goes on below (``Graph execution error:``) is not all said
+    return PythonTraceback(
+        ref=event.ref,
+        text=event.text,
+        origin=event.origin,
+        rank=event.rank if event.rank is not None else event.origin.rank,
+        frames=(),
+        exc_type=found.group("type"),
+        exc_message=found.group("message") or None,
+        last_line=event.ref.line,
+    )
 
 
 _FRAME_FORMAT = 're:^\\s*File "'

@@ -201,16 +201,16 @@ def test_a_dump_header_without_threads_is_no_snapshot_that_moved(tmp_path: Path)
     assert analyze([str(log)]).diagnosis.verdict.kind != "healthy"
 
 
-def test_an_error_message_alone_is_a_failure_without_a_cause(tmp_path: Path) -> None:
+def test_an_error_message_alone_is_a_failure_of_its_rank(tmp_path: Path) -> None:
     # A message behind an exception type is evidence of a failure even when no rule knows
-    # it: "errors were logged", never "no failure found".
+    # it, never "no failure found": the exception its rank raised (its traceback cut).
     log = tmp_path / "err.log"
     log.write_text(
         "[rank1]: RuntimeError: Detected rank-local state diverged: CollectiveFingerPrint "
         "could not be built for the current call.\n"
     )
     verdict = analyze([str(log)]).diagnosis.verdict
-    assert (verdict.kind, verdict.code) == ("inconclusive", "LS001")
+    assert (verdict.kind, verdict.code, verdict.culprit_ranks) == ("process-died", "LS204", (1,))
 
 
 def test_a_python_warning_is_no_failure(tmp_path: Path) -> None:

@@ -991,3 +991,36 @@ def test_the_pod_table_names_the_pod_that_ended(tmp_path: Path, status: str, kin
         "llama-worker-2       1/1     Running   0          3h12m\n"
     )
     assert _named(tmp_path, text) == (kind, ("llama-worker-1",), ())
+
+
+@pytest.mark.parametrize(
+    ("text", "ranks", "raised"),
+    [
+        (
+            "[rank2]: FileNotFoundError: [Errno 2] No such file or directory: "
+            "'/data/shard_0031.bin'\n",
+            (2,),
+            "FileNotFoundError",
+        ),
+        ("[rank0]: KeyError: 'model.layers.0.self_attn.q_proj.weight'\n", (0,), "KeyError"),
+        ("ModuleNotFoundError: No module named 'flash_attn'\n", (), "ModuleNotFoundError"),
+    ],
+)
+def test_an_exception_line_whose_traceback_was_cut_is_the_death_it_ended(
+    tmp_path: Path, text: str, ranks: tuple[int, ...], raised: str
+) -> None:
+    # A ticket quotes the last line of a traceback: the exception its process raised.
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_ranks) == ("process-died", ranks)
+    assert raised in verdict.summary
+
+
+def test_an_exception_line_that_goes_on_below_or_reports_a_peer_is_no_death(
+    tmp_path: Path,
+) -> None:
+    # "Graph execution error:" says its message follows; a victim's exception is the
+    # aftermath of another failure.
+    cut = "[1,1]<stderr>:tensorflow.python.framework.errors_impl.UnknownError: Graph execution error:\n"
+    assert _verdict(tmp_path, cut).culprit_ranks == ()
+    victim = "[rank3]: torch.distributed.elastic.multiprocessing.errors.ChildFailedError\n"
+    assert _verdict(tmp_path, victim).culprit_ranks == ()

@@ -500,12 +500,19 @@ def test_xlas_rendezvous_wait_is_a_collective_symptom(tmp_path: Path) -> None:
     assert "xla.rendezvous-stuck" in lead.detail
 
 
-@pytest.mark.parametrize("name", ["KeyboardInterrupt", "MemoryError", "StopIteration"])
-def test_a_builtin_exception_raised_without_a_message_is_read(tmp_path: Path, name: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "code"),
+    [("KeyboardInterrupt", "LS001"), ("MemoryError", "LS204"), ("StopIteration", "LS001")],
+)
+def test_a_builtin_exception_raised_without_a_message_is_read(
+    tmp_path: Path, name: str, code: str
+) -> None:
     # The last line of a traceback when the exception carries no message: its type alone.
+    # An error is the death of the process that raised it; an interrupt or the end of an
+    # iteration says nothing of the job's failure.
     diagnosis = _pasted(tmp_path, f"{name}\n")
     assert [i.recognized for i in diagnosis.inputs] == [1]
-    assert diagnosis.verdict.code == "LS001"
+    assert diagnosis.verdict.code == code
 
 
 REAL_PATH = (

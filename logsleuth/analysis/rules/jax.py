@@ -14,6 +14,7 @@ from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.messages import LogMessage
 from logsleuth.model.ranks import format_ranks
+from logsleuth.model.torch import PythonTraceback
 
 _LISTED = re.compile(r"^\s*/job:[\w.\-]+/replica:\d+/task:(\d+)\s*[,.]?\s*$")
 _BARRIER = re.compile(r"\bBarrier timed out\b")
@@ -73,9 +74,16 @@ class JaxCoordination(Rule):
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         # By text, not family: ``jaxlib.xla_extension.XlaRuntimeError: ...`` may be read as a
         # plain Python exception line.
+        # An exception line on its own is read as the traceback it ends (no frames).
+        said: list[tuple[Event, str]] = [(m, m.message) for m in index.all_of(LogMessage)]
+        said += [
+            (t, f"{t.exc_type}: {t.exc_message or ''}")
+            for t in index.torch
+            if isinstance(t, PythonTraceback) and not t.frames
+        ]
         messages = sorted(
-            (m for m in index.all_of(LogMessage) if any(word in m.message for word in _WORDS)),
-            key=lambda m: (m.ref.source, m.ref.line),
+            ((e, text) for e, text in said if any(word in text for word in _WORDS)),
+            key=lambda pair: (pair[0].ref.source, pair[0].ref.line),
         )
         late: dict[int, list[Event]] = {}
         dead: dict[int, list[Event]] = {}
@@ -83,11 +91,10 @@ class JaxCoordination(Rule):
         context: list[Event] = []
         jobs: set[str] = set()
         startup = False
-        for _source, group in groupby(messages, key=lambda m: m.ref.source):
+        for _source, group in groupby(messages, key=lambda pair: pair[0].ref.source):
             lines = list(group)
             listing: dict[int, list[Event]] | None = None
-            for at, message in enumerate(lines):
-                text = message.message
+            for at, (message, text) in enumerate(lines):
                 jobs.update(_JOB.findall(text))
                 if _BARRIER.search(text):
                     listing = late
@@ -105,9 +112,9 @@ class JaxCoordination(Rule):
                     # The error a call to that task failed with is on the line itself, the
                     # line before it (``UNAVAILABLE: ...``) or its JSON detail after it.
                     near = lines[max(at - 1, 0) : at + 2]
-                    if any(_UNREACHABLE.search(m.message) for m in near):
+                    if any(_UNREACHABLE.search(said) for _, said in near):
                         gone.setdefault(int(found.group(2)), []).append(message)
-                        context.extend(m for m in near[:1] if m is not message)
+                        context.extend(m for m, _ in near[:1] if m is not message)
                 elif (found := _LISTED.match(text)) and listing is not None:
                     # A bare task line belongs to the list the last header opened.
                     listing.setdefault(int(found.group(1)), []).append(message)
