@@ -952,7 +952,7 @@ def test_a_rank_that_left_the_program_while_another_waits_is_where_waiting_ends(
     assert verdict.culprit_ranks == ()
 
 
-def test_the_old_nccl_error_format_reads_as_ncclss_result(tmp_path: Path) -> None:
+def test_the_old_nccl_error_format_reads_as_nccls_result(tmp_path: Path) -> None:
     lead = _lead(tmp_path, "RuntimeError: NCCL Error 6: invalid usage\n")[1]
     assert "invalid usage or argument" in lead.detail
 
