@@ -888,6 +888,11 @@ def test_a_crash_ucx_caught_names_the_process_of_its_tag(tmp_path: Path) -> None
         ),
         # mp.spawn's parent joining a worker that failed.
         ("Exception: process 3 terminated with exit code 1\n", "process-died"),
+        # A host's driver older than the CUDA runtime the program was built with.
+        (
+            "[rank4]: RuntimeError: CUDA driver version is insufficient for CUDA runtime version\n",
+            "config-mismatch",
+        ),
         # torchrun stopped from outside (a scheduler's time limit, preemption, a cancel).
         (
             "[2024-03-03 19:22:41,011] torch.distributed.elastic.agent.server.api: [WARNING] "

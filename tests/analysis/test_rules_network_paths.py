@@ -61,3 +61,37 @@ def test_a_peer_named_by_its_host_name_is_the_culprit_host(tmp_path: Path) -> No
     )
     verdict = analyze([str(tmp_path)]).diagnosis.verdict
     assert (verdict.kind, verdict.culprit_hosts) == ("process-died", ("gpu-node-12",))
+
+
+def _bootstrap(host: str, pid: int, address: str, rank: int, job: str = "8a1f2e3d") -> str:
+    return (
+        f"{host}:{pid}:{pid} [0] NCCL INFO Bootstrap : Using eth0:{address}<0>\n"
+        f"{host}:{pid}:{pid + 58} [0] NCCL INFO comm 0x55a1 rank {rank} nranks 2 cudaDev 0 "
+        f"nvmlDev 0 busId 1000 commId 0x{job} - Init START\n"
+    )
+
+
+def test_two_hosts_that_bootstrap_with_one_address_cannot_reach_each_other(
+    tmp_path: Path,
+) -> None:
+    # Docker's default bridge gives the first container of every host 172.17.0.2.
+    text = _bootstrap("node-1", 3342, "172.17.0.2", 0) + _bootstrap("node-2", 4411, "172.17.0.2", 1)
+    (tmp_path / "rank.log").write_text(text, encoding="utf-8")
+    verdict = analyze([str(tmp_path / "rank.log")]).diagnosis.verdict
+    assert (verdict.kind, verdict.code, verdict.culprit_hosts) == (
+        "bootstrap-failure",
+        "LS209",
+        ("node-1", "node-2"),
+    )
+
+
+def test_one_address_on_one_host_or_two_addresses_are_no_fault(tmp_path: Path) -> None:
+    # Two processes of one machine share its address; two machines have two.
+    one_host = _bootstrap("node-1", 3342, "10.0.0.1", 0) + _bootstrap("node-1", 3343, "10.0.0.1", 1)
+    two = _bootstrap("node-1", 3342, "10.0.0.1", 0) + _bootstrap("node-2", 4411, "10.0.0.2", 1)
+    # Two runs pasted together (two communicators) may each have used one private address.
+    runs = _bootstrap("node-1", 3342, "10.0.0.1", 0) + _bootstrap(
+        "gpu-a01", 4711, "10.0.0.1", 0, "77"
+    )
+    for text in (one_host, two, runs):
+        assert "LS209" not in _codes(tmp_path, text)[1]

@@ -12,7 +12,7 @@ from logsleuth.analysis.rules.base import Rule, culprits, describe
 from logsleuth.analysis.rules.streams import first_by_time, stream_of, traces_of
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
-from logsleuth.model.nccl import NcclWarn
+from logsleuth.model.nccl import NcclCommInit, NcclInterface, NcclWarn
 from logsleuth.model.torch import WatchdogError
 
 _ADDRESS = re.compile(
@@ -354,3 +354,78 @@ class RemoteClosed(Rule):
                 "If that process was healthy, check the network between the two hosts.",
             ),
         )
+
+
+class SharedBootstrapAddress(Rule):
+    """Processes on different hosts bootstrap with the same address: none is reachable there.
+
+    Symptom:
+        ``Bootstrap : Using eth0:172.17.0.2<0>`` on two or more hosts of one job (their
+        processes print one communicator's ``commId``): each
+        host's NCCL advertises the same address (Docker's default bridge gives the first
+        container of every host 172.17.0.2; a pod network may do the like). Peers connect to
+        that address and reach themselves or nothing: init hangs at ``Init START`` or fails
+        with refused or timed-out connects.
+
+    Likely causes:
+        Containers on a private bridge network (no ``--network host``, no routable pod
+        network), so the address NCCL picks exists on every host but reaches no other.
+
+    What to check:
+        Run the containers with ``--network host`` (or a routable overlay), and point
+        ``NCCL_SOCKET_IFNAME`` (and ``GLOO_SOCKET_IFNAME``) at the interface of the cluster
+        network; ``ip addr`` on each host shows which that is.
+    """
+
+    code = "LS209"
+    name = "bootstrap.shared_address"
+    kind = "bootstrap-failure"
+
+    def check(self, index: EvidenceIndex) -> Iterable[Finding]:
+        by_address: dict[str, dict[str, list[Event]]] = defaultdict(lambda: defaultdict(list))
+        for iface in index.all_of(NcclInterface):
+            host = iface.origin.host
+            if iface.role != "bootstrap" or not host:
+                continue
+            for _name, address in iface.interfaces:
+                ip = address.split("<", 1)[0]
+                if ip and not _LOCAL_ONLY.match(ip):
+                    by_address[ip][host].append(iface)
+        # Only hosts of one job count: two runs pasted together may each use 10.0.0.1. A
+        # communicator id two hosts' processes both print says they are one job.
+        comms: dict[str, set[str]] = defaultdict(set)
+        for init in index.all_of(NcclCommInit):
+            if init.origin.host and init.comm_id:
+                comms[init.comm_id].add(init.origin.host)
+        for ip, hosts in sorted(by_address.items()):
+            if not any(len(set(hosts) & members) >= 2 for members in comms.values()):
+                continue
+            # Every host's setting is at fault alike: the hosts are named, not their ranks.
+            names = sorted(hosts)
+            yield self.finding(
+                severity="error",
+                title=(
+                    f"{len(names)} hosts bootstrap NCCL with the same address {ip} "
+                    f"({', '.join(names[:4])}{', ...' if len(names) > 4 else ''}): "
+                    "none can reach the others there"
+                ),
+                detail=(
+                    f"NCCL on {', '.join(names)} advertises {ip} as its bootstrap address. One "
+                    "address on several machines is a private network each of them has (a "
+                    "container's default bridge): a peer that connects to it reaches its own "
+                    "host or nothing, so the ranks never finish bootstrap."
+                ),
+                events=[hosts[h][0] for h in names],
+                hosts=names,
+                confidence=0.7,
+                next_steps=(
+                    "Run the containers on the host's network (docker run --network host, "
+                    "hostNetwork: true) or a routable overlay network.",
+                    "Set NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) to the cluster network's "
+                    "interface; ip addr on each host shows which that is.",
+                ),
+            )
+
+
+_LOCAL_ONLY = re.compile(r"^(?:127\.|169\.254\.|fe80:|::1$)", re.IGNORECASE)
+"""Loopback and link-local addresses: LS605 (bootstrap.virtual_interface) reads those."""

@@ -26,7 +26,12 @@ from logsleuth.analysis.rules.init import (
 from logsleuth.analysis.rules.jax import JaxCoordination
 from logsleuth.analysis.rules.job import JobExitStatus
 from logsleuth.analysis.rules.knowledge import KNOWLEDGE_RULES
-from logsleuth.analysis.rules.network import BootstrapFailure, IbCompletionError, RemoteClosed
+from logsleuth.analysis.rules.network import (
+    BootstrapFailure,
+    IbCompletionError,
+    RemoteClosed,
+    SharedBootstrapAddress,
+)
 from logsleuth.analysis.rules.ordering import CrossCommunicatorOrder
 from logsleuth.analysis.rules.p2p import P2PFrontier
 from logsleuth.analysis.rules.process import LeftEarly, ProcessDied
@@ -62,6 +67,7 @@ RULES: tuple[type[Rule], ...] = tuple(
             RollCallIncomplete,
             StoreBarrierWaiting,
             BootstrapFailure,
+            SharedBootstrapAddress,
             IbCompletionError,
             RemoteClosed,
             ProcessDied,
