@@ -267,12 +267,15 @@ def mark_fates(index: EvidenceIndex, graph: Graph) -> tuple[set[str], dict[str, 
     # A rank that left the program before the others' waits failed will not come; one that
     # left after them may have been ended by the same failure.
     failed_at = [t for e in (*timed_out.values(), *lost.values()) if (t := e.origin.time)]
+    left = exit_lines(index)
     # A death no line places may be that leaving process's own (an exception unwinds through
     # the destructor): it says more of the rank's fate than the warning does.
-    unplaced = any(d.rank is None for d in deaths) or any(
-        isinstance(e, PythonTraceback) and e.origin.rank is None for e in index.torch
-    )
-    for rank, line in sorted(exit_lines(index).items() if not unplaced else ()):
+    if left and (
+        any(d.rank is None for d in deaths)
+        or any(isinstance(e, PythonTraceback) and e.origin.rank is None for e in index.torch)
+    ):
+        left = {}
+    for rank, line in sorted(left.items()):
         leaving = graph.nodes.get(rank_id(rank))
         at = line.origin.time
         if at is not None and failed_at and at > min(failed_at):
@@ -299,11 +302,15 @@ def exit_lines(index: EvidenceIndex) -> dict[int, LogMessage]:
     ProcessGroupNCCL`` as the process ends; a rank that says it while others wait in a
     collective will not come to it.
     """
+    cached = index.derived.get("exit_lines")
+    if isinstance(cached, dict):
+        return cached
     found: dict[int, LogMessage] = {}
     for message in index.all_of(LogMessage):
         rank = message.origin.rank
         if rank is not None and any(p.search(message.message) for p in PROGRAM_EXIT):
             found.setdefault(rank, message)
+    index.derived["exit_lines"] = found
     return found
 
 

@@ -86,8 +86,12 @@ _PREFIX_LEVEL = re.compile(
 """A level in a log line's prefix: a level word (``[ERROR]``, ``ERROR 05-02``, ``UCX  ERROR``,
 DeepSpeed's ``[WARNING]``) or glog's and TensorFlow's letter (``E0502 11:03:12``, ``: E
 file.cc:741]``). A prefix with one is a logger's record header, not a collector's tag."""
-_SEVERITY_WORDS = {**ERROR_LEVELS, "ERROR": "ERROR", "ERR": "ERROR", "FATAL": "FATAL"}
-_SEVERITY_WORDS |= {"CRITICAL": "CRITICAL", "CRIT": "CRITICAL"}
+_SEVERITY_WORDS = {
+    **ERROR_LEVELS,
+    **{v: v for v in ERROR_LEVELS.values()},
+    "ERR": "ERROR",
+    "CRIT": "CRITICAL",
+}
 """The error levels among them, as the event's level."""
 
 

@@ -27,10 +27,11 @@ SECTION = re.compile(
 _PROSE = re.compile(r"\b(?i:rank)[ #_]?(?P<rank>\d{1,6})\b")
 """A rank a sentence names (``and on rank 1:``, ``py-spy dump of rank 0 gives:``)."""
 _PROSE_PID = re.compile(r"--pid[ =](?P<pid>\d{1,9})\b")
+"""The pid a ``py-spy dump --pid N`` command names."""
 _PROSE_MAX = 160
+"""A sentence that introduces the output below it is short."""
 _MESSAGE_SPAN = 16
 """A catalog match this long inside a line is a message quoted there, not a few words."""
-"""A sentence that introduces the output below it is short."""
 
 _FILE = re.compile(r"\s*==> (?P<path>\S.{0,500}?) <==\s*")
 """``tail``/``head`` over several files: ``==> logs/rank3.log <==``."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import replace
-from itertools import groupby
+from itertools import chain, groupby
 
 from logsleuth.analysis.index import EvidenceIndex
 from logsleuth.analysis.rules.base import Rule
@@ -75,12 +75,14 @@ class JaxCoordination(Rule):
         # By text, not family: ``jaxlib.xla_extension.XlaRuntimeError: ...`` may be read as a
         # plain Python exception line.
         # An exception line on its own is read as the traceback it ends (no frames).
-        said: list[tuple[Event, str]] = [(m, m.message) for m in index.all_of(LogMessage)]
-        said += [
-            (t, f"{t.exc_type}: {t.exc_message or ''}")
-            for t in index.torch
-            if isinstance(t, PythonTraceback) and not t.frames
-        ]
+        said: Iterable[tuple[Event, str]] = chain(
+            ((m, m.message) for m in index.all_of(LogMessage)),
+            (
+                (t, f"{t.exc_type}: {t.exc_message or ''}")
+                for t in index.torch
+                if isinstance(t, PythonTraceback) and not t.frames
+            ),
+        )
         messages = sorted(
             ((e, text) for e, text in said if any(word in text for word in _WORDS)),
             key=lambda pair: (pair[0].ref.source, pair[0].ref.line),

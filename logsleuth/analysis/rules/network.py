@@ -10,6 +10,7 @@ from logsleuth.analysis.correlate import host_of_address, host_of_peer, own_deat
 from logsleuth.analysis.index import EvidenceIndex, Stream
 from logsleuth.analysis.rules.base import Rule, culprits, describe
 from logsleuth.analysis.rules.streams import first_by_time, stream_of, traces_of
+from logsleuth.analysis.rules.topology import LOCAL_ONLY_ADDRESS
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.nccl import NcclCommInit, NcclInterface, NcclWarn
@@ -382,15 +383,17 @@ class SharedBootstrapAddress(Rule):
     kind = "bootstrap-failure"
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
-        by_address: dict[str, dict[str, list[Event]]] = defaultdict(lambda: defaultdict(list))
+        # Address -> host -> its first bootstrap line. Loopback and link-local addresses are
+        # LS605's (bootstrap.virtual_interface).
+        by_address: dict[str, dict[str, Event]] = defaultdict(dict)
         for iface in index.all_of(NcclInterface):
             host = iface.origin.host
             if iface.role != "bootstrap" or not host:
                 continue
             for _name, address in iface.interfaces:
                 ip = address.split("<", 1)[0]
-                if ip and not _LOCAL_ONLY.match(ip):
-                    by_address[ip][host].append(iface)
+                if ip and not LOCAL_ONLY_ADDRESS.match(ip):
+                    by_address[ip].setdefault(host, iface)
         # Only hosts of one job count: two runs pasted together may each use 10.0.0.1. A
         # communicator id two hosts' processes both print says they are one job.
         comms: dict[str, set[str]] = defaultdict(set)
@@ -415,7 +418,7 @@ class SharedBootstrapAddress(Rule):
                     "container's default bridge): a peer that connects to it reaches its own "
                     "host or nothing, so the ranks never finish bootstrap."
                 ),
-                events=[hosts[h][0] for h in names],
+                events=[hosts[h] for h in names],
                 hosts=names,
                 confidence=0.7,
                 next_steps=(
@@ -425,7 +428,3 @@ class SharedBootstrapAddress(Rule):
                     "interface; ip addr on each host shows which that is.",
                 ),
             )
-
-
-_LOCAL_ONLY = re.compile(r"^(?:127\.|169\.254\.|fe80:|::1$)", re.IGNORECASE)
-"""Loopback and link-local addresses: LS605 (bootstrap.virtual_interface) reads those."""

@@ -18,7 +18,8 @@ _VIRTUAL_IFACE = re.compile(
     r"^(?:lo|docker\d*|veth.*|virbr\d*|br-.*|cni\d*|flannel.*|cali.*|vxlan.*"
     r"|ip6tnl\d*|tunl\d*|tun\d*|tap\d*|sit\d*|gre\w*)$"
 )
-_BAD_ADDRESS = re.compile(r"^(?:127\.|169\.254\.|fe80:|::1$)", re.IGNORECASE)
+LOCAL_ONLY_ADDRESS = re.compile(r"^(?:127\.|169\.254\.|fe80:|::1$)", re.IGNORECASE)
+"""Loopback and link-local addresses: no other host reaches them."""
 
 
 def _culprits_on(index: EvidenceIndex, hosts: Sequence[str]) -> tuple[list[int], list[int]]:
@@ -409,7 +410,7 @@ class VirtualInterface(Rule):
         names: dict[str, set[str]] = defaultdict(set)
         for iface in index.all_of(NcclInterface):
             for name, address in iface.interfaces:
-                suspect = _VIRTUAL_IFACE.match(name) or _BAD_ADDRESS.match(address)
+                suspect = _VIRTUAL_IFACE.match(name) or LOCAL_ONLY_ADDRESS.match(address)
                 if suspect and iface.origin.host:
                     bad[iface.origin.host].append(iface)
                     names[iface.origin.host].add(f"{name}:{address.split('<')[0]}")
