@@ -79,13 +79,14 @@ _POSITION_KINDS = frozenset(
 """Verdict kinds that say where each rank is, so that ranks without evidence weaken them."""
 
 
-def _rank_key(finding: Finding) -> tuple[int, int, float, bool, str, str]:
+def _rank_key(finding: Finding) -> tuple[int, int, float, int, str, str]:
     return (
         -SEVERITIES.index(finding.severity),
         PRECEDENCE.index(finding.kind) if finding.kind in PRECEDENCE else len(PRECEDENCE),
         -finding.confidence,
-        # Of two equally sure findings, the one that names who is to blame says more.
-        not (finding.ranks or finding.hosts or finding.pids),
+        # Of two equally sure findings, the one that names who is to blame says more: a
+        # process (its rank or pid) more than a host, a host more than nobody.
+        0 if finding.ranks or finding.pids else 1 if finding.hosts else 2,
         finding.code,
         finding.title,
     )

@@ -1029,3 +1029,27 @@ def test_an_exception_line_that_goes_on_below_or_reports_a_peer_is_no_death(
     assert _verdict(tmp_path, cut).culprit_ranks == ()
     victim = "[rank3]: torch.distributed.elastic.multiprocessing.errors.ChildFailedError\n"
     assert _verdict(tmp_path, victim).culprit_ranks == ()
+
+
+def test_lightning_workers_sent_sigterm_died_with_no_culprit(tmp_path: Path) -> None:
+    # Lightning's signal connector logs the signal each worker got: stopped from outside.
+    text = "".join(f"[rank: {r}] Received SIGTERM: 15\n" for r in (2, 3, 1, 0))
+    text += "Bypassing SIGTERM: 15\n"
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_ranks) == ("process-died", ())
+    assert "Received SIGTERM" in verdict.summary
+
+
+def test_srun_names_the_rank_of_the_task_that_failed_first(tmp_path: Path) -> None:
+    # A task's number is its rank (SLURM_PROCID); the tasks srun killed after it are victims.
+    text = (
+        "srun: error: node12: task 7: Exited with exit code 1\n"
+        "srun: error: node12: tasks 4-6: Killed\n"
+        "srun: error: node11: tasks 0-3: Killed\n"
+    )
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_ranks, verdict.culprit_hosts) == (
+        "process-died",
+        (7,),
+        ("node12",),
+    )
