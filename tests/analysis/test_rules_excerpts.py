@@ -1040,6 +1040,43 @@ def test_lightning_workers_sent_sigterm_died_with_no_culprit(tmp_path: Path) -> 
     assert "Received SIGTERM" in verdict.summary
 
 
+def test_the_nccl_errors_last_words_name_the_peer_that_failed(tmp_path: Path) -> None:
+    # "remote process exited" with NCCL's last error naming the peer's proxy: that peer.
+    text = (
+        "[rank1]: torch.distributed.DistBackendError: NCCL error in: "
+        "../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, remote process exited or there was "
+        "a network error, NCCL version 2.20.5\n"
+        "[rank1]: ncclRemoteError: A call failed possibly due to a network error or a remote "
+        "process exiting prematurely.\n"
+        "[rank1]: Last error:\n"
+        "[rank1]: Proxy Call to rank 3 failed (Connect)\n"
+    )
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_ranks) == ("process-died", (3,))
+    assert "rank 3" in verdict.summary
+
+
+_WORK = (
+    "[rank{r}]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank {r}] Timeout at NCCL work: 3021, "
+    "last enqueued NCCL work: 3021, last completed NCCL work: 3020.\n"
+)
+
+
+def test_a_rank_missing_from_a_listing_in_rank_order_is_the_silent_one(tmp_path: Path) -> None:
+    # Ranks 0-4 and 6-7 listed in order: a cut would lose the head or the tail, not rank 5.
+    text = "".join(_WORK.format(r=r) for r in (0, 1, 2, 3, 4, 6, 7))
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_ranks) == ("missing-collective", (5,))
+
+
+def test_a_rank_missing_from_interleaved_lines_may_have_been_cut(tmp_path: Path) -> None:
+    # The same ranks in the order their output interleaved: any of them may be cut off.
+    text = "".join(_WORK.format(r=r) for r in (0, 4, 2, 7, 1, 6, 3))
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_ranks) != ("missing-collective", (5,))
+    assert 5 not in verdict.culprit_ranks
+
+
 def test_srun_names_the_rank_of_the_task_that_failed_first(tmp_path: Path) -> None:
     # A task's number is its rank (SLURM_PROCID); the tasks srun killed after it are victims.
     text = (

@@ -131,10 +131,11 @@ def test_the_rank_whose_watchdog_never_fired_in_the_stuck_work_is_the_culprit(
 ) -> None:
     # torch 2.3-2.5 word each rank's own timeout as "Timeout at NCCL work: S, last enqueued
     # ...": seven of the eight ranks the inits name time out in 4101, rank 6 says nothing.
-    # Without the inits a rank missing from the excerpt may be a cut: the ranks quoted are
-    # all inside the work, which stalled (no rank is named).
+    # Without the inits, and with the ranks' lines interleaved, a rank missing from the
+    # excerpt may be a cut: the ranks quoted are all inside the work, which stalled.
     inits = "".join(INIT.format(rank=r) for r in range(8)) if world_known else ""
-    text = inits + "".join(OWN_TIMEOUT.format(rank=r) for r in range(8) if r != 6)
+    order = range(8) if world_known else (3, 0, 7, 1, 5, 2, 4)
+    text = inits + "".join(OWN_TIMEOUT.format(rank=r) for r in order if r != 6)
     verdict = _diagnosis(tmp_path, text).verdict
     if world_known:
         assert (verdict.kind, verdict.culprit_ranks) == ("missing-collective", (6,))

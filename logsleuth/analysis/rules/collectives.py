@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from operator import attrgetter
 
 from logsleuth.analysis.correlate import own_deaths, pg_links
@@ -523,6 +523,20 @@ class CollectiveMismatch(Rule):
         )
 
 
+def _listed_in_rank_order(lines: Sequence[WatchdogTimeout | WatchdogProgress]) -> bool:
+    """Say whether one input lists the ranks' watchdog lines rank by rank, in rank order."""
+    if len({e.ref.source for e in lines}) != 1:
+        return False
+    order: list[int] = []
+    for event in sorted(lines, key=lambda e: e.ref.line):
+        rank = global_rank(event, event.rank, event.pg)
+        if rank is None:
+            return False
+        if not order or order[-1] != rank:
+            order.append(rank)
+    return order == sorted(set(order))
+
+
 class CollectiveTimeout(Rule):
     """A collective timed out on every rank that reported, with every rank inside it.
 
@@ -596,7 +610,7 @@ class CollectiveTimeout(Rule):
                 ),
             )
             return
-        silent = self._silent_ranks(index, set(ranks) | inside)
+        silent = self._silent_ranks(index, set(ranks) | inside, [*group, *mine])
         ranks = sorted(set(ranks) | inside)
         if len(ranks) < 2 and not behind:
             # One rank's line says that it waited, not why: never "every rank is inside".
@@ -751,7 +765,7 @@ class CollectiveTimeout(Rule):
             # not enqueued S.
             own = stuck and not behind and all(ranks[r].work == seq for r in inside)
             if own:
-                behind = self._silent_ranks(index, set(inside))
+                behind = self._silent_ranks(index, set(inside), list(ranks.values()))
             if behind and stuck and len(behind) < len(inside):
                 yield self._laggards(
                     index,
@@ -841,8 +855,13 @@ class CollectiveTimeout(Rule):
         )
 
     @staticmethod
-    def _silent_ranks(index: EvidenceIndex, reporting: set[int]) -> list[int]:
-        """Ranks the evidence names (a line, a process) that did not time out while the others did."""
+    def _silent_ranks(
+        index: EvidenceIndex,
+        reporting: set[int],
+        lines: Sequence[WatchdogTimeout | WatchdogProgress] = (),
+    ) -> list[int]:
+        """Ranks the evidence names (a line, a process) that did not time out while the others
+        did. ``lines``: the reporters' watchdog lines."""
         if len(reporting) < 2:
             return []
         seen = set(index.named_ranks())
@@ -857,6 +876,18 @@ class CollectiveTimeout(Rule):
         # cut excerpt, so only that shape implies a silent rank.
         if min(reporting) == 1 and max(reporting) == len(reporting):
             seen.add(0)
+        # A hole inside a listing of the reporters in rank order (0-4 and 6-7 time out, 5
+        # says nothing) is no cut: a cut loses the listing's head or tail. Where the ranks'
+        # lines interleave, a cut may have lost any of them.
+        low, high = min(reporting), max(reporting)
+        holes = [r for r in range(low, high + 1) if r not in reporting]
+        if (
+            low <= 1
+            and len(reporting) >= 4
+            and 0 < len(holes) <= max(1, len(reporting) // 8)
+            and _listed_in_rank_order(lines)
+        ):
+            seen.update(holes)
         # A rank torchrun lists as failed or stopped had its fate decided before its watchdog
         # could fire (stopped with its host when a sibling died): its silence says nothing.
         # Unless the agent stopped it (SIGTERM) only after the reporters' own aborts, their

@@ -11,6 +11,7 @@ from logsleuth.analysis.index import EvidenceIndex, Stream
 from logsleuth.analysis.rules.base import Rule, culprits, describe
 from logsleuth.analysis.rules.streams import first_by_time, stream_of, traces_of
 from logsleuth.analysis.rules.topology import LOCAL_ONLY_ADDRESS
+from logsleuth.knowledge import lookup
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.nccl import NcclCommInit, NcclInterface, NcclWarn
@@ -296,6 +297,7 @@ class RemoteClosed(Rule):
         peers: set[str] = set()
         reporters: set[Stream] = set()
         report_ranks: set[int] = set()
+        peer_ranks: set[int] = set()
         for e in index.torch:
             if isinstance(e, WatchdogError):
                 text = f"{e.reason} {e.detail or ''}"
@@ -304,6 +306,7 @@ class RemoteClosed(Rule):
                     if e.rank is not None:
                         report_ranks.add(e.rank)
                     peers.update(f"{m.group(1)}" for m in _ADDRESS.finditer(text))
+                    peer_ranks.update(_peer_ranks(e.detail))
         for warn in index.warns:
             if warn.family in ("socket", "proxy") and REMOTE_CLOSED.search(warn.message):
                 events.append(warn)
@@ -313,7 +316,11 @@ class RemoteClosed(Rule):
             return
         ranks = culprits(index, sorted(reporters, key=str))[0]
         ranks = sorted(set(ranks) | report_ranks)
-        peer_text = ", ".join(sorted(peers)) or "a peer"
+        peer_ranks -= set(ranks)
+        peer_text = ", ".join(sorted(peers)) or (
+            f"rank {', '.join(map(str, sorted(peer_ranks)))}" if peer_ranks else "a peer"
+        )
+        whose = peer_text if peer_ranks and not peers else f"the rank(s) running on {peer_text}"
         named = {p: host_of_address(index, p) for p in peers}
         peer_hosts = {h for h in named.values() if h is not None}
         dead = [d for d in own_deaths(index) if d.host in peer_hosts]
@@ -340,21 +347,33 @@ class RemoteClosed(Rule):
             title=f"connection to {peer_text} was closed: the peer process exited or the network dropped",
             detail=(
                 f"Rank(s) {', '.join(map(str, ranks)) or '?'} lost the connection to {peer_text} "
-                "(broken pipe / connection reset / remote error). The process at that address most "
-                "likely died first; the aborts and watchdog teardown that follow are consequences."
+                "(broken pipe / connection reset / remote error). The process at the other end "
+                "most likely died first; the aborts and watchdog teardown that follow are "
+                "consequences."
             ),
             events=events,
-            ranks=[],
+            # The peer the error's last words name (``Proxy Call to rank 3 failed``).
+            ranks=sorted(peer_ranks),
             # The peer's host where the evidence knows it, else the address as printed.
             hosts=sorted({h or p for p, h in named.items()}),
             pids=[],
             confidence=0.5,
             next_steps=(
-                f"Read the logs of the rank(s) running on {peer_text} first: a traceback, an OOM "
+                f"Read the logs of {whose} first: a traceback, an OOM "
                 "kill (dmesg | grep -i kill) or a segfault there is the real cause.",
                 "If that process was healthy, check the network between the two hosts.",
             ),
         )
+
+
+def _peer_ranks(detail: str | None) -> list[int]:
+    """Return the peer rank an error's detail (NCCL's ``Last error:``) names as the side
+    that failed, by the knowledge base's entry for it (``Proxy Call to rank 3 failed``)."""
+    hit = lookup(detail) if detail else None
+    if hit is None or hit.entry.culprit != "peer":
+        return []
+    named = hit.field("rank")
+    return [int(named)] if named is not None and named.isdigit() else []
 
 
 class SharedBootstrapAddress(Rule):
