@@ -1090,3 +1090,33 @@ def test_srun_names_the_rank_of_the_task_that_failed_first(tmp_path: Path) -> No
         (7,),
         ("node12",),
     )
+
+
+def test_a_store_barrier_that_lists_its_missing_ranks_names_them(tmp_path: Path) -> None:
+    text = (
+        "[rank0]: torch.distributed.DistStoreError: Timed out waiting on barrier on rank 0, for "
+        "key prefix: torchelastic/agent/terminal_state (world_size=4, missing_ranks=[1, 3], "
+        "timeout=0:05:00)\n"
+    )
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_ranks) == ("missing-collective", (1, 3))
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("[rank1]: TimeoutError: timed out waiting for all 4 members to join\n", "init-stall"),
+        ("[rank3]: RuntimeError: Wait timeout\n", "init-stall"),
+        ("[rank2]: LookupError: Timeout while waiting for keys in EtcdStore\n", "init-stall"),
+        (
+            "[rank2]: TimeoutError: Timed out waiting for etcd server to be ready!\n",
+            "bootstrap-failure",
+        ),
+    ],
+)
+def test_store_and_rendezvous_timeouts_say_which_phase_stalled(
+    tmp_path: Path, text: str, kind: str
+) -> None:
+    # A rank that waited for the store or the rendezvous names no culprit of its own.
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_ranks) == (kind, ())
