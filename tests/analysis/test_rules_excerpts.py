@@ -1120,3 +1120,23 @@ def test_store_and_rendezvous_timeouts_say_which_phase_stalled(
     # A rank that waited for the store or the rendezvous names no culprit of its own.
     verdict = _verdict(tmp_path, text)
     assert (verdict.kind, verdict.culprit_ranks) == (kind, ())
+
+
+@pytest.mark.parametrize(
+    ("text", "raised"),
+    [
+        (
+            "[rank1]: ValueError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!\n",
+            "ValueError",
+        ),
+        ("[rank1]: RuntimeError: Cannot use ReduceOp.AVG with Gloo\n", "RuntimeError"),
+    ],
+)
+def test_a_known_message_a_rank_raised_is_the_exception_it_died_of(
+    tmp_path: Path, text: str, raised: str
+) -> None:
+    # PyTorch's own message (a catalog row), raised and read by no knowledge entry: the
+    # rank's process ended with it, as it does with any exception's last line.
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_ranks) == ("process-died", (1,))
+    assert raised in verdict.summary

@@ -12,6 +12,7 @@ from logsleuth.analysis.rules.base import Rule, culprits, describe
 from logsleuth.analysis.waitfor import global_rank
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
+from logsleuth.model.messages import LogMessage
 from logsleuth.model.ranks import absent_ranks, format_ranks
 from logsleuth.model.torch import (
     ChildFailure,
@@ -155,6 +156,7 @@ class ProcessDied(Rule):
             and t.exc_type is not None
             and not _benign_exception(t.exc_type, t.exc_message)
         ]
+        raised = raised or [t for t in raised_messages(index) if t.rank is None]
         if not raised:
             return None
         first = raised[0]
@@ -233,6 +235,7 @@ class ProcessDied(Rule):
             for t in tracebacks
             if t.exc_type is not None and not _benign_exception(t.exc_type, t.exc_message)
         ]
+        tracebacks = tracebacks or [t for t in raised_messages(index) if t.rank is not None]
         failures = [f for f in index.failures if f.exitcode not in (None, 0)]
         if not tracebacks and not failures:
             exited = self._gone_before_capture(index) or self._unranked_exception(index)
@@ -385,6 +388,44 @@ _CONSEQUENCE_TEXT = re.compile(
     r"|Connection reset|Broken pipe|Connection closed by peer",
     re.IGNORECASE,
 )
+
+
+_LABEL_TYPE = re.compile(r"(?:^|\s)((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception))\s*:\s*$")
+"""A message's label that is an exception type (``RuntimeError:``): the message was raised."""
+
+
+def raised_messages(index: EvidenceIndex) -> list[PythonTraceback]:
+    """The known messages a process raised (``[rank2]: RuntimeError: Invalid backend``) that
+    no knowledge entry reads and that report no failure elsewhere: each is the exception its
+    process died of, as a traceback's last line is (read once per index)."""
+    cached = index.derived.get("raised_messages")
+    if isinstance(cached, list):
+        return cached
+    found: list[PythonTraceback] = []
+    for message in index.all_of(LogMessage):
+        typed = _LABEL_TYPE.search(message.label) if message.label else None
+        text = message.message
+        # A message that goes on below (``Last error:``) is not all said.
+        if typed is None or not text or text.endswith(":"):
+            continue
+        exc_type = typed.group(1)
+        if knowledge.lookup(text) is not None or _benign_exception(exc_type, text):
+            continue
+        rank = message.rank if message.rank is not None else message.origin.rank
+        found.append(
+            PythonTraceback(
+                ref=message.ref,
+                text=message.text,
+                origin=message.origin,
+                rank=rank,
+                frames=(),
+                exc_type=exc_type,
+                exc_message=text,
+                last_line=message.ref.line,
+            )
+        )
+    index.derived["raised_messages"] = found
+    return found
 
 
 def _advice(raised: PythonTraceback) -> tuple[str, ...]:
