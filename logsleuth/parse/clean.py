@@ -136,6 +136,8 @@ _CLOUDWATCH_STREAM = re.compile(r"[\w.\-]+(?:/[\w.\-\[\]$]+)+\s")
 _CRI_STREAM = re.compile(r"(?:stdout|stderr) [FP] ")
 # Grafana/Loki's "Download logs": "<ISO time> {container="x", pod="y"} <message>".
 _LOKI_LABELS = re.compile(LOKI_LABELS)
+_STREAM_TAG = re.compile(r"\[(?i:stdout|stderr)\] ?")
+"""The stream a collector read a line from (Azure ML's ``[stderr] ``, CI runners')."""
 _KUBECTL = re.compile(r"\[pod/([^\s/\]]+)/[^\s\]]+\]\s")
 # docker compose's "<container>  | " (v2 ``trainer-1``, ``proj-trainer-1``; v1 ``trainer_1``):
 # the container's name ends in its replica number, and stands for the host.
@@ -651,6 +653,8 @@ def strip_prefixes(line: str, numbering: str | None = None) -> tuple[str, Origin
                 if m.group(3) and (tp := _tp_rank(m.group(3))) is not None:
                     hint = _with(hint, rank=tp)
                 text = text[m.end() :]
+            elif m := _STREAM_TAG.match(text):
+                text = text[m.end() :]  # a collector's stream tag says nothing of the writer
             elif m := _KUBECTL.match(text):
                 # A pod is one network identity: its name stands for the host.
                 hint = _with(hint, host=m.group(1))

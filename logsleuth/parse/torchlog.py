@@ -27,7 +27,8 @@ from logsleuth.model.torch import (
     WatchdogError,
 )
 from logsleuth.parse.base import Line, Reader, Sink
-from logsleuth.parse.clean import line_starts
+from logsleuth.parse.catalog import PREFIX, load_catalog
+from logsleuth.parse.clean import begins_line, line_starts
 from logsleuth.parse.messages import typed_message
 from logsleuth.parse.torchshapes import (
     Payload,
@@ -177,6 +178,8 @@ class TorchReader(Reader):
         if shape.kind == "record" and shape.payload is not None:
             if not shape.payload.known and _wraps_a_line(shape.payload):
                 return False  # a foreign prefix around a line of its own: read that line
+            if shape.prefix is None and _foreign_under_tag(shape.payload):
+                return False  # a collector's tag (``[stderr] ``), not a torchrun role
             self._start_record(line, shape.prefix, shape.payload)
         elif shape.kind == "traceback-head":
             self._tracebacks[line.hint.rank] = _Traceback(line, [line.no])
@@ -559,6 +562,30 @@ def _level_record(event: TorchUnrecognized) -> LogMessage | None:
 
 _EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)\b: ")
 """A Python exception line (``torch.distributed.DistBackendError: ...``): a line of its own."""
+
+
+_ROLE_TAG = re.compile(r"\[[A-Za-z_][\w-]*\] ")
+
+
+def _foreign_under_tag(payload: Payload) -> bool:
+    """Return True when a role tag's message that no rule reads is another writer's line.
+
+    torchrun prefixes its agent's messages with the worker role (``[default] Starting worker
+    group``); a collector's stream tag looks the same (``[stderr] 2024-06-01 10:00:00,001
+    [rank4]: torch.OutOfMemoryError: ...``). A message behind it that begins a line of its own
+    or holds a known message is that line, read without the tag.
+    """
+    if payload.cls is not LauncherEvent or payload.fields.get("action") != "agent":
+        return False
+    message = str(payload.fields.get("message", ""))
+    tag = _ROLE_TAG.match(message)
+    if tag is None:
+        return False
+    rest = message[tag.end() :]
+    if begins_line(rest) or _wraps_a_line(Payload(TorchUnrecognized, {"message": rest})):
+        return True
+    found = load_catalog().match(rest)
+    return found is not None and found.entry.level != PREFIX
 
 
 def _wraps_a_line(payload: Payload) -> bool:

@@ -329,3 +329,21 @@ def test_the_report_says_which_collector_name_a_hostname_stands_for(tmp_path: Pa
     assert ("hosts also named", "a1b2c3 is trainer-1") in overview_rows(diagnosis)
     job = build_json(diagnosis)["job"]
     assert isinstance(job, dict) and job["host_aliases"] == {"a1b2c3": ["trainer-1"]}
+
+
+def test_a_stream_tag_is_no_torchrun_role_when_a_line_stands_behind_it() -> None:
+    # Azure ML and other collectors tag each line with its stream, as torchrun tags its
+    # agent's messages with the worker role: the line behind the tag is read as itself.
+    text = (
+        "[stderr] 2024-06-01 10:00:00,001 [rank4]: torch.OutOfMemoryError: CUDA out of memory. "
+        "Tried to allocate 20.00 MiB.\n"
+        "[stderr] " + WATCHDOG.format(rank=2) + "\n"
+        "[default] Starting worker group\n"
+    )
+    result = read(text)
+    assert [type(e).__name__ for e in result.events] == [
+        "LogMessage",
+        "WatchdogTimeout",
+        "LauncherEvent",
+    ]
+    assert [e.origin.rank for e in result.events[:2]] == [4, 2]
