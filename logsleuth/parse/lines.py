@@ -53,6 +53,7 @@ from logsleuth.parse.envelope import Envelope, detect_envelope
 from logsleuth.parse.gdb import GdbReader
 from logsleuth.parse.messages import MessageReader
 from logsleuth.parse.nccl import NcclReader
+from logsleuth.parse.nccl_line import info_head_re
 from logsleuth.parse.numbering import detect_numbering, strip_numbering
 from logsleuth.parse.richtb import BOX_FIRST, RichTraceback
 from logsleuth.parse.sections import Sections, begins_section
@@ -75,6 +76,14 @@ FAST_LANE = True
 check that both ways give the same result)."""
 
 
+def _plain_nccl(sample: list[str]) -> bool:
+    """Say whether every line of ``sample`` but a last cut one is a plain ``NCCL INFO`` line."""
+    head = info_head_re()
+    lines = sample[:-1] if len(sample) == _SAMPLE_LINES else sample
+    lines = [line for line in lines if line]
+    return len(lines) >= 8 and all(head.match(line) for line in lines)
+
+
 def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -> InputResult:
     """Read a line-based input; every line ends up recognized, blank or counted unrecognized.
 
@@ -93,7 +102,10 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
     sink = Sink()
     chunks = decoded_chunks(source)
     first = next(chunks, "")
-    sample = [clean(raw) for raw in first.split("\n", _SAMPLE_LINES)[:_SAMPLE_LINES]]
+    sample = first.split("\n", _SAMPLE_LINES)[:_SAMPLE_LINES]
+    # NCCL's own file (NCCL_DEBUG_FILE): every line begins with its INFO prefix, so no
+    # envelope, frame, indent, numbering, lead or wrap can be there.
+    sample = [] if _plain_nccl(sample) else [clean(raw) for raw in sample]
     envelope = detect_envelope(sample)
     if envelope is not None:
         sample = [clean(piece) for line in sample for piece in _opened(envelope, line)[0]]

@@ -192,6 +192,11 @@ def _terminals() -> tuple[re.Pattern[str], ...]:
     return tuple(terminal_regex(parser, n) for n in names)
 
 
+def info_head_re() -> re.Pattern[str]:
+    """The grammar's own INFO_HEAD regex (``host:pid:tid [dev] NCCL INFO ``), compiled."""
+    return _terminals()[0]
+
+
 @cache
 def _trees_line() -> re.Pattern[str]:
     """Rule ``"Trees" TREE_ITEM*`` as one regex: the keyword, then items between blanks (WS)."""
