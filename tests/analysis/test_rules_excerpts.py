@@ -1140,3 +1140,18 @@ def test_a_known_message_a_rank_raised_is_the_exception_it_died_of(
     verdict = _verdict(tmp_path, text)
     assert (verdict.kind, verdict.culprit_ranks) == ("process-died", (1,))
     assert raised in verdict.summary
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[rank2]: RuntimeError: Default timeout callback fired, calling os.abort()\n",
+        "[rank2]: SocketError: The server socket on [::]:29500 is not listening for connections.\n",
+    ],
+)
+def test_a_raised_message_that_reports_a_wait_or_a_gone_server_is_no_death(
+    tmp_path: Path, text: str
+) -> None:
+    # A timer that fired or a server that is gone: the rank waited, it did not fail itself.
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_ranks) != ("process-died", (2,))

@@ -385,7 +385,11 @@ _CONSEQUENCE_TYPES = frozenset(
 )
 _CONSEQUENCE_TEXT = re.compile(
     r"communicator was aborted|Watchdog caught|timed out|NCCL error|remote process exited"
-    r"|Connection reset|Broken pipe|Connection closed by peer",
+    r"|Connection reset|Broken pipe|Connection closed by peer"
+    # A timer that fired, a peer or server that could not be reached: the wait's end, not
+    # a failure of the waiting process's own.
+    r"|timeout callback fired|Watchdog timeout|failed to connect|not listening for connections"
+    r"|failed to accept a connection|Server is not available",
     re.IGNORECASE,
 )
 
