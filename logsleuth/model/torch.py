@@ -186,6 +186,23 @@ class PythonTraceback(Event):
     child's place among the processes its parent spawned (its local rank)."""
 
 
+def exception_line(
+    line: Event, rank: int | None, exc_type: str, exc_message: str | None
+) -> PythonTraceback:
+    """An exception line read on its own (a ticket quotes a traceback's last line): the
+    traceback it ends, without its frames."""
+    return PythonTraceback(
+        ref=line.ref,
+        text=line.text,
+        origin=line.origin,
+        rank=rank,
+        frames=(),
+        exc_type=exc_type,
+        exc_message=exc_message,
+        last_line=line.ref.line,
+    )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChildFailure(Event):
     """One entry of torchrun's ``ChildFailedError`` summary (``Failures:`` or ``Root Cause``)."""

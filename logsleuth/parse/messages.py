@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from logsleuth.model.base import Origin, SourceRef
 from logsleuth.model.messages import LogMessage
-from logsleuth.model.torch import ERROR_LEVELS, PythonTraceback
+from logsleuth.model.torch import ERROR_LEVELS, PythonTraceback, exception_line
 from logsleuth.parse.base import Line, Reader, Sink
 from logsleuth.parse.catalog import PREFIX, CatalogMatch, load_catalog
 from logsleuth.parse.clean import WRITER_RANK
@@ -232,16 +232,8 @@ def _raised(event: LogMessage) -> LogMessage | PythonTraceback:
     found = _EXCEPTION_LINE.fullmatch(event.message) if not event.label else None
     if found is None or event.message.endswith(":"):
         return event  # a message that goes on below (``Graph execution error:``) is not all said
-    return PythonTraceback(
-        ref=event.ref,
-        text=event.text,
-        origin=event.origin,
-        rank=event.rank if event.rank is not None else event.origin.rank,
-        frames=(),
-        exc_type=found.group("type"),
-        exc_message=found.group("message") or None,
-        last_line=event.ref.line,
-    )
+    rank = event.rank if event.rank is not None else event.origin.rank
+    return exception_line(event, rank, found.group("type"), found.group("message") or None)
 
 
 _FRAME_FORMAT = 're:^\\s*File "'

@@ -582,7 +582,7 @@ def _foreign_under_tag(payload: Payload) -> bool:
     if tag is None:
         return False
     rest = message[tag.end() :]
-    if begins_line(rest) or _wraps_a_line(Payload(TorchUnrecognized, {"message": rest})):
+    if begins_line(rest) or _is_a_line(rest):
         return True
     found = load_catalog().match(rest)
     return found is not None and found.entry.level != PREFIX
@@ -590,8 +590,13 @@ def _foreign_under_tag(payload: Payload) -> bool:
 
 def _wraps_a_line(payload: Payload) -> bool:
     """Return True when an unknown message is itself a line (``[E ...]``, a summary rule)."""
+    return _is_a_line(str(payload.fields.get("message", "")))
+
+
+def _is_a_line(text: str) -> bool:
+    """Return True when ``text`` is a line of its own (``[E ...]``, an exception, a record)."""
     # Quote markers and backticks a paste left are not the message (as at a line start).
-    message = str(payload.fields.get("message", "")).strip().lstrip("`>~ ")
+    message = text.strip().lstrip("`>~ ")
     if message.startswith("[Rank "):
         return False  # the c10 record's own message tag, not another line
     if next(line_starts(" " + message), -1) == 1 or _EXCEPTION_LINE.match(message):

@@ -78,13 +78,19 @@ def _informational(message: LogMessage) -> bool:
 _ANALYZERS = frozenset({"fr_trace"})
 
 
-_RAISED = re.compile(r"\b[A-Za-z_]\w*(?:Error|Exception|Failure)\s*:(?:\s|$)")
+_RAISED = re.compile(r"\b((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Failure))\s*:(?:\s|$)")
 """An exception type before a message: what follows it was raised (``RuntimeError: ...``)."""
+
+
+def raised_type(message: LogMessage) -> str | None:
+    """The exception type ``message`` stands behind in its line (its label), or None."""
+    found = _RAISED.search(message.label) if message.label else None
+    return found.group(1) if found is not None else None
 
 
 def raised(message: LogMessage) -> bool:
     """Say whether ``message`` stands behind an exception type in its line (its label)."""
-    return _RAISED.search(message.label) is not None
+    return raised_type(message) is not None
 
 
 def lookup_event(event: Event) -> tuple[Hit | None, str]:

@@ -9,6 +9,7 @@ from logsleuth import knowledge
 from logsleuth.analysis.correlate import first_errors, peer_warns
 from logsleuth.analysis.index import EvidenceIndex
 from logsleuth.analysis.rules.base import Rule, culprits, describe
+from logsleuth.analysis.rules.knowledge import raised_type
 from logsleuth.analysis.waitfor import global_rank
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
@@ -20,6 +21,7 @@ from logsleuth.model.torch import (
     WatchdogError,
     WatchdogProgress,
     WatchdogTimeout,
+    exception_line,
 )
 
 
@@ -394,10 +396,6 @@ _CONSEQUENCE_TEXT = re.compile(
 )
 
 
-_LABEL_TYPE = re.compile(r"(?:^|\s)((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception))\s*:\s*$")
-"""A message's label that is an exception type (``RuntimeError:``): the message was raised."""
-
-
 def raised_messages(index: EvidenceIndex) -> list[PythonTraceback]:
     """The known messages a process raised (``[rank2]: RuntimeError: Invalid backend``) that
     no knowledge entry reads and that report no failure elsewhere: each is the exception its
@@ -407,27 +405,15 @@ def raised_messages(index: EvidenceIndex) -> list[PythonTraceback]:
         return cached
     found: list[PythonTraceback] = []
     for message in index.all_of(LogMessage):
-        typed = _LABEL_TYPE.search(message.label) if message.label else None
+        exc_type = raised_type(message)
         text = message.message
         # A message that goes on below (``Last error:``) is not all said.
-        if typed is None or not text or text.endswith(":"):
+        if exc_type is None or not text or text.endswith(":"):
             continue
-        exc_type = typed.group(1)
         if knowledge.lookup(text) is not None or _benign_exception(exc_type, text):
             continue
         rank = message.rank if message.rank is not None else message.origin.rank
-        found.append(
-            PythonTraceback(
-                ref=message.ref,
-                text=message.text,
-                origin=message.origin,
-                rank=rank,
-                frames=(),
-                exc_type=exc_type,
-                exc_message=text,
-                last_line=message.ref.line,
-            )
-        )
+        found.append(exception_line(message, rank, exc_type, text))
     index.derived["raised_messages"] = found
     return found
 
