@@ -40,7 +40,7 @@ from logsleuth.parse.fingerprint import (
     message_features,
     parse_version,
 )
-from logsleuth.parse.nccl_blocks import NcclBlocks
+from logsleuth.parse.nccl_blocks import RAS_OPENERS, NcclBlocks
 from logsleuth.parse.nccl_compact import CollCompaction
 from logsleuth.parse.nccl_fast import CONNECTS_SEEN, FastLane
 from logsleuth.parse.nccl_line import (
@@ -134,9 +134,7 @@ class NcclReader(FastLane, CollCompaction, NcclBlocks, Reader):
         dump_line = self._dump is not None or text.startswith("ACTIVE OPS")
         if dump_line and self._feed_dump(line, sink):
             return True
-        ras_line = self._ras is not None or text.startswith(
-            ("NCCL version", "Job summary", "SERVER PROTOCOL")
-        )
+        ras_line = self._ras is not None or text.startswith(RAS_OPENERS)
         if ras_line and self._feed_ras(line, sink):
             return True
         if text.count("NCCL ") > 1:

@@ -18,6 +18,43 @@ from logsleuth.model.nccl import NcclProxyDump, NcclRasReport, NcclWarn
 from logsleuth.parse.base import Line, Sink
 from logsleuth.parse.nccl_line import _parser
 
+_RAS_OPENING = frozenset({"version", "record", "rank", "process", "missing"})
+"""The ncclras line kinds a report may begin with: an excerpt pasted from the middle of
+one starts at a communicator record or a rank line as often as at its header."""
+
+_RAS_TITLES = ("Job summary", "SERVER PROTOCOL", "Communicators")
+"""The headings (``ras_skip`` lines) that open a report: the others (a ``#`` table header,
+a rule of ``=``) are shapes other tools print too (nccl-tests' ``#`` lines)."""
+
+
+def _opens_ras(kind: str, text: str) -> bool:
+    """Say whether a line of ``kind`` may be the first line of an ncclras report."""
+    return kind in _RAS_OPENING or (kind == "skip" and text.startswith(_RAS_TITLES))
+
+
+RAS_OPENERS = (
+    "NCCL version",
+    *_RAS_TITLES,
+    "#",
+    "Rank ",
+    "Process ",
+    "The missing rank",
+)
+"""How the lines begin that may open an ncclras text report: its header, or, in an excerpt
+cut above it, a communicator record or a rank, process or missing-rank line of its errors."""
+
+
+def opens_ras(text: str) -> bool:
+    """Say whether ``text`` is a line an ncclras text report may begin with.
+
+    Another reader that would take such a line behind a prefix (a logger's) leaves it to
+    the NCCL reader, so that the report reads the same with and without the prefix.
+    """
+    if not text.startswith(RAS_OPENERS):
+        return False
+    item = _block_item(text, "ras_line")
+    return item is not None and _opens_ras(item[0], text)
+
 
 @dataclass(slots=True)
 class _OpenDump:
@@ -134,7 +171,7 @@ class NcclBlocks:
         """Take a line of an ncclras text report; False: not one (an open report ends)."""
         item = _block_item(line.text, "ras_line")
         report = self._ras
-        if item is None or (report is None and item[0] not in ("version", "skip")):
+        if item is None or (report is None and not _opens_ras(item[0], line.text)):
             self.close_ras(sink)
             return False
         kind, value = item

@@ -30,6 +30,7 @@ from logsleuth.parse.base import Line, Reader, Sink
 from logsleuth.parse.catalog import PREFIX, load_catalog
 from logsleuth.parse.clean import begins_line, line_starts
 from logsleuth.parse.messages import typed_message
+from logsleuth.parse.nccl_blocks import opens_ras
 from logsleuth.parse.torchshapes import (
     Payload,
     Prefix,
@@ -178,8 +179,10 @@ class TorchReader(Reader):
         if shape.kind == "record" and shape.payload is not None:
             if not shape.payload.known and _wraps_a_line(shape.payload):
                 return False  # a foreign prefix around a line of its own: read that line
-            if shape.prefix is None and _foreign_under_tag(shape.payload):
-                return False  # a collector's tag (``[stderr] ``), not a torchrun role
+            if _foreign_under_tag(shape.payload):
+                return False  # another tag (``[stderr] ``, ``[c10d] ``), not a torchrun role
+            if opens_ras(str(shape.payload.fields.get("message", "")).strip()):
+                return False  # a logger's prefix around an ncclras report: the report's line
             self._start_record(line, shape.prefix, shape.payload)
         elif shape.kind == "traceback-head":
             self._tracebacks[line.hint.rank] = _Traceback(line, [line.no])
@@ -572,8 +575,10 @@ def _foreign_under_tag(payload: Payload) -> bool:
 
     torchrun prefixes its agent's messages with the worker role (``[default] Starting worker
     group``); a collector's stream tag looks the same (``[stderr] 2024-06-01 10:00:00,001
-    [rank4]: torch.OutOfMemoryError: ...``). A message behind it that begins a line of its own
-    or holds a known message is that line, read without the tag.
+    [rank4]: torch.OutOfMemoryError: ...``), and so does a component's behind a logger's
+    prefix (``[W socket.cpp:663] [c10d] The client socket has failed to connect ...``). A
+    message behind it that begins a line of its own or holds a known message is that line,
+    read without the tag.
     """
     if payload.cls is not LauncherEvent or payload.fields.get("action") != "agent":
         return False

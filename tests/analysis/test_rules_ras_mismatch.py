@@ -55,3 +55,21 @@ def test_listed_ranks_ahead_are_waiters_not_culprits(tmp_path: Path) -> None:
 def test_listed_ranks_behind_are_the_culprits(tmp_path: Path) -> None:
     kind, ranks, _ = _verdict(tmp_path, big=30, big_op=641, small=2, small_op=640)
     assert (kind, ranks) == ("missing-collective", (12, 13))
+
+
+def test_a_report_pasted_from_its_errors_on_is_read_and_names_the_process(
+    tmp_path: Path,
+) -> None:
+    """A ticket quotes the report's errors without its header: the block opens at the first
+    line only ncclras writes (its communicator table or a record), and the rank behind is named
+    with the process and node the report gives it."""
+    errors = REPORT.format(big=31, big_op=6650, small=1, small_op=6649)
+    excerpt = errors[errors.index("Communicators...") :].replace(
+        "  Rank 13 -- GPU 5 managed by process 323033 on node 10.137.190.124\n", ""
+    )
+    for start in ("Communicators...", "#0-0 (fa93daea854b060b) MISMATCH"):
+        path = tmp_path / "ticket.log"
+        path.write_text(excerpt[excerpt.index(start) :], encoding="utf-8")
+        v = analyze([str(path)]).diagnosis.verdict
+        assert (v.kind, v.code, v.culprit_ranks) == ("missing-collective", "LS208", (12,)), start
+        assert (v.culprit_pids, v.culprit_hosts) == ((323032,), ("10.137.190.124",)), start

@@ -171,6 +171,12 @@ class RasOperationMismatch(Rule):
             ahead = sum(n for n, op in groups if op == high)
             listed_ahead = bool(listed) and len(listed) == ahead and ahead != behind
             culprit = () if listed_ahead else tuple(sorted(listed))
+            hosts_by_ip = address_hosts(index)
+            where = [
+                (hosts_by_ip.get(node, node), pid)
+                for rank, _gpu, pid, node, _what in report.ranks
+                if rank in culprit and pid >= 0 and node
+            ]
             title = (
                 f"{behind} rank(s) never launched operation {high} that {ahead} rank(s) wait in"
                 + (
@@ -196,6 +202,8 @@ class RasOperationMismatch(Rule):
                 ),
                 events=[report],
                 ranks=culprit,
+                hosts=[host for host, _ in where],
+                pids=[pid for _, pid in where],
                 confidence=0.6 if culprit else 0.5,
                 next_steps=(
                     "Dump the stacks of the ranks behind (py-spy dump --pid PID): find the one "
