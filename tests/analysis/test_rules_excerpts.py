@@ -1155,3 +1155,80 @@ def test_a_raised_message_that_reports_a_wait_or_a_gone_server_is_no_death(
     # A timer that fired or a server that is gone: the rank waited, it did not fail itself.
     verdict = _verdict(tmp_path, text)
     assert (verdict.kind, verdict.culprit_ranks) != ("process-died", (2,))
+
+
+def test_the_desync_report_names_every_lagging_rank(tmp_path: Path) -> None:
+    """TORCH_NCCL_DESYNC_DEBUG lists the ranks as a Python list: each of them is a culprit."""
+    text = (
+        "[rank0]:[E1128 10:22:01.223456 140 ProcessGroupNCCL.cpp:577] [Rank 0]  - [0] Timeout "
+        "at collective: ALLREDUCE, #41\n"
+        " - To our best knowledge, ranks [3, 7] are the lagging ranks that caused this timeout. "
+        "They never joined any collectives\n"
+    )
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_ranks) == ("missing-collective", (3, 7))
+    joined = "   - [2, 5] joined but didn't finish collective #40 (count from 1)\n"
+    assert _verdict(tmp_path, joined).culprit_ranks == (2, 5)
+
+
+@pytest.mark.parametrize("prefix", ["", "error msg: "])
+def test_the_flight_recorder_analysis_names_the_rank_whose_collective_differs(
+    tmp_path: Path, prefix: str
+) -> None:
+    """fr_trace prints ``Culprit rank R; Error type: <MatchState>, <detail>`` under its
+    ``error msg:`` label, and alone in its list of mismatches."""
+    text = (
+        "Collective sequence number: 77 has errors\n"
+        "group info: 0:default_pg\n"
+        "collective: nccl:all_reduce\n"
+        f"{prefix}Culprit rank 2; Error type: COLLECTIVE_TYPE_MISMATCH, Expected collective "
+        "type: 'nccl:all_reduce' does not match found collective type: 'nccl:_allgather_base'\n"
+    )
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_ranks) == ("collective-mismatch", (2,))
+    # A differing state is a rank not there yet, not another collective: no culprit from it.
+    state = text.replace("COLLECTIVE_TYPE_MISMATCH", "COLLECTIVE_STATE_MISMATCH")
+    assert _verdict(tmp_path, state).culprit_ranks == ()
+
+
+def test_a_store_socket_reset_raised_as_its_type_is_the_store_going_away(tmp_path: Path) -> None:
+    """``DistNetworkError`` is the c10d store client's socket error: a reset on it is the
+    store's host process (rank 0 or the agent) gone, read from the type and the message."""
+    text = (
+        "[rank3]: torch.distributed.DistNetworkError: Connection reset by peer\n"
+        "[rank5]: torch.distributed.DistNetworkError: Connection reset by peer\n"
+    )
+    verdict, lead = _lead(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_ranks) == ("process-died", ())
+    assert "store" in lead.detail.lower()
+
+
+def test_a_jax_task_ended_for_another_tasks_death_is_a_victim(tmp_path: Path) -> None:
+    text = (
+        "F1128 10:10:10.000000  4411 coordination_service_agent.cc:332] Terminating process "
+        "because the coordinator detected missing heartbeats. This most likely indicates that "
+        "another task died. See the coordinator's log for details.\n"
+    )
+    verdict = _verdict(tmp_path, text)
+    assert (verdict.kind, verdict.culprit_ranks) == ("process-died", ())
+
+
+def test_a_worker_its_watchdog_aborted_is_the_waits_aftermath(tmp_path: Path) -> None:
+    """``terminate called ... Watchdog caught collective operation timeout`` and then the
+    agent's ``failed (exitcode: -6) local_rank: 0``: the abort follows the wait; the verdict
+    is the wait, not a death of pid 5500."""
+    text = (
+        "terminate called after throwing an instance of 'c10::DistBackendError'\n"
+        "  what():  [PG ID 0 PG GUID 0(default_pg) Rank 0] Process group watchdog thread "
+        "terminated with exception: [Rank 0] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=5521, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran "
+        "for 600043 milliseconds before timing out.\n"
+        "E0808 08:18:08.000000 1400 torch/distributed/elastic/multiprocessing/api.py:826] failed "
+        "(exitcode: -6) local_rank: 0 (pid: 5500) of binary: /usr/bin/python\n"
+    )
+    verdict = _verdict(tmp_path, text)
+    assert verdict.kind in ("missing-collective", "collective-timeout")
+    assert verdict.culprit_pids == ()
+    # A worker killed by a signal of its own (SIGKILL: the OOM killer) stays the culprit.
+    killed = text.replace("exitcode: -6", "exitcode: -9")
+    assert _named(tmp_path, killed) == ("process-died", (), (5500,))

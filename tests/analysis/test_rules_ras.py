@@ -45,3 +45,18 @@ def test_a_report_without_missing_processes_names_nobody(tmp_path: Path) -> None
     diagnosis = _analyze(tmp_path, {"ncclras.txt": HEALTHY})
     assert [(i.kind, i.unrecognized) for i in diagnosis.inputs] == [("nccl-log", 0)]
     assert [f for f in diagnosis.findings if f.code == "LS206"] == []
+
+
+def test_a_peer_ras_declared_dead_is_named_by_its_host(tmp_path: Path) -> None:
+    """NCCL logs ``RAS declaring peer ADDR as DEAD`` at INFO: the process at that address is
+    the one that died, named by the host whose bootstrap used the address."""
+    (tmp_path / "node-a.log").write_text(
+        "node-a:9001:9001 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.6<0>\n"
+        "node-a:9001:9100 [0] NCCL INFO RAS declaring peer 10.0.0.7<28028> as DEAD; "
+        "rasDeadPeersHash 0x8e3f\n"
+    )
+    (tmp_path / "node-b.log").write_text(
+        "node-b:7001:7001 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.7<0>\n"
+    )
+    verdict = analyze([str(tmp_path)]).diagnosis.verdict
+    assert (verdict.kind, verdict.culprit_hosts) == ("process-died", ("node-b",))

@@ -23,9 +23,15 @@ from logsleuth.knowledge import Entry, Hit
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.messages import LogMessage
-from logsleuth.model.nccl import NcclNetPlugin, NcclUnrecognized, NcclWarn
+from logsleuth.model.nccl import NcclInfoNote, NcclNetPlugin, NcclUnrecognized, NcclWarn
 from logsleuth.model.ranks import format_ranks
-from logsleuth.model.torch import GlooError, LauncherEvent, PythonTraceback, WatchdogError
+from logsleuth.model.torch import (
+    GlooError,
+    LauncherEvent,
+    PythonTraceback,
+    WatchdogError,
+    WatchdogTimeout,
+)
 
 _IP = re.compile(r"(\d{1,3}(?:\.\d{1,3}){3})")
 _QUOTE = 160
@@ -102,6 +108,12 @@ def lookup_event(event: Event) -> tuple[Hit | None, str]:
         # words alone ("internal error") are read as NCCL's result.
         text = f"NCCL error: {text}"
         hit = knowledge.lookup(text)
+    if hit is None and text and isinstance(event, PythonTraceback) and event.exc_type:
+        # A message that means something only with its type (``DistNetworkError: Connection
+        # reset by peer`` is the store's socket) is read as the line printed it.
+        typed = f"{event.exc_type}: {text}"
+        if (hit := knowledge.lookup(typed)) is not None:
+            text = typed
     return hit, text
 
 
@@ -140,8 +152,14 @@ def known_messages(index: EvidenceIndex) -> list[Known]:
     info: list[Event] = [e for e in index.all_of(NcclUnrecognized) if e.level == "INFO"]
     info += [m for m in messages if _informational(m)]
     info += index.all_of(NcclNetPlugin)
+    # RAS events NCCL notes at INFO (a peer declared dead), which the grammar reads as notes.
+    info += [n for n in index.notes if n.topic == "ras"]
     for event in info:
-        text = str(getattr(event, "message", ""))
+        text = (
+            str(dict(event.fields).get("message", ""))
+            if isinstance(event, NcclInfoNote)
+            else str(getattr(event, "message", ""))
+        )
         hit = knowledge.lookup(text) if text else None
         if hit is None:
             continue
@@ -223,6 +241,8 @@ def _read_elsewhere(index: EvidenceIndex, known: Known, completed: set[Stream]) 
         return named is not None and any(str(f.pid) == named for f in index.failures)
     if isinstance(event, PythonTraceback) and code == "LS204":
         return True  # LS204 names the rank that raised it
+    if isinstance(event, LauncherEvent) and code == "LS204" and _watchdogs_abort(index, event):
+        return True  # the timed-out collective is what the collective rules read
     if isinstance(event, LauncherEvent) and code == "LS204":
         # The agent's "failed (exitcode: ...)" line of a worker its failure summary lists.
         return event.pid is not None and any(f.pid == event.pid for f in index.failures)
@@ -239,6 +259,32 @@ def _read_elsewhere(index: EvidenceIndex, known: Known, completed: set[Stream]) 
             "bootstrap" in t.file for t in traces_of(index, stream)
         )
     return False
+
+
+def _watchdogs_abort(index: EvidenceIndex, event: LauncherEvent) -> bool:
+    """Say whether a worker's SIGABRT is its watchdog taking the process down.
+
+    ProcessGroupNCCL aborts the process (``exitcode: -6``) after its watchdog reported a
+    timed-out collective; the agent's line then gives only the worker's local rank. Unless
+    the worker is known to be a rank whose watchdog said nothing, the abort is the wait's
+    aftermath.
+    """
+    if event.signal != "SIGABRT" and event.exitcode != -6:
+        return False
+    reported = {
+        e.origin.rank if e.origin.rank is not None else e.rank
+        for e in index.torch
+        if isinstance(e, WatchdogTimeout | WatchdogError)
+    }
+    if not reported:
+        return False
+    host = event.origin.host
+    rank = (
+        index.layout.get((host, event.local_rank))
+        if host and event.local_rank is not None
+        else None
+    )
+    return rank is None or rank in reported
 
 
 @dataclass(slots=True)
