@@ -1,9 +1,10 @@
-"""Collectives on several communicators issued in a different order by different processes."""
+"""Operations on several communicators issued in a different order by different processes."""
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
+from itertools import pairwise
 from operator import itemgetter
 
 from logsleuth.analysis.index import EvidenceIndex, OpRecord, Stream
@@ -141,3 +142,101 @@ class CrossCommunicatorOrder(Rule):
                 "Check CUDA_LAUNCH_BLOCKING and other settings that make launches block.",
             ),
         )
+
+
+class CrossCommP2P(Rule):
+    """One process interleaves point-to-point operations of several communicators.
+
+    Symptom:
+        The COLL lines of one process show ``Send``/``Recv`` on two or more communicators
+        taking turns (``Send ... comm 0xA``, ``Recv ... comm 0xB``, ``Send ... comm 0xA``,
+        often each on its own CUDA stream), and the log then stops without an error or a
+        communicator teardown: the job hangs.
+
+    Likely causes:
+        A blocking send or receive waits until its peer posts the matching operation. When
+        a process drives point-to-point traffic over several communicators (pipeline
+        stages exchanging activations and gradients in both directions, one communicator
+        per direction or per pair), the peers must issue those operations in one
+        consistent order, or inside one group call: otherwise each side waits in one
+        communicator for an operation its peer has queued behind a blocked one in the
+        other (NCCL's documentation, "Using multiple NCCL communicators concurrently").
+
+    What to check:
+        The order in which each rank issues its sends and receives per communicator: the
+        peer's COLL log (``NCCL_DEBUG_SUBSYS=COLL``) next to this one shows where the
+        orders part. Issue each exchange as one group (``ncclGroupStart``/``ncclGroupEnd``;
+        ``torch.distributed.batch_isend_irecv``), or a single order on every rank.
+    """
+
+    code = "LS114"
+    name = "p2p.cross_communicator_order"
+    kind = "concurrent-use"
+
+    def check(self, index: EvidenceIndex) -> Iterable[Finding]:
+        per_stream: dict[Stream, list[OpRecord]] = defaultdict(list)
+        for key in sorted(index.comms):
+            state = index.comms[key]
+            for stream, ops in state.ops.items():
+                if stream in state.ended:
+                    continue  # this process tore the communicator down: it did not hang there
+                per_stream[stream].extend(r for r in ops if r.op in _P2P)
+        for stream in sorted(per_stream, key=str):
+            records = per_stream[stream]
+            comms = sorted({r.event.comm for r in records})
+            if len(comms) < 2 or _comm_switches(records) < 2:
+                continue
+            yield self._finding(index, stream, records, comms)
+
+    def _finding(
+        self, index: EvidenceIndex, stream: Stream, records: list[OpRecord], comms: list[str]
+    ) -> Finding:
+        ranks, hosts, pids = culprits(index, [stream])
+        last = {r.event.comm: r for r in sorted(records, key=_position)}
+        tail = "; ".join(
+            f"comm {comm}: {last[comm].op} opCount {last[comm].op_count:x}"
+            + (f" on stream {last[comm].event.stream}" if last[comm].event.stream else "")
+            for comm in comms
+        )
+        who = describe(index, [stream])
+        return self.finding(
+            severity="warning",
+            title=(
+                f"{who} interleaved point-to-point sends and receives over {len(comms)} "
+                "communicators, and its log stops there: an order its peer does not share "
+                "deadlocks both"
+            ),
+            detail=(
+                f"{who} issued Send/Recv operations on communicators {', '.join(comms)} in "
+                f"turn, and the evidence ends with operations pending on each ({tail}), with "
+                "no error and no teardown. Each blocking send or receive waits for its peer to "
+                "post the match; if the peer issues the two communicators' operations in "
+                "another order, each side waits for an operation the other has queued behind "
+                "a blocked one. Only this side's order is in the evidence."
+            ),
+            events=[r.event for r in sorted(records, key=_position)[-6:]],
+            ranks=ranks,
+            hosts=hosts,
+            pids=pids,
+            confidence=0.45,
+            next_steps=(
+                "Collect the peer's COLL log (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL) and compare "
+                "the order of its sends and receives per communicator with this one.",
+                "Issue each exchange as one group (ncclGroupStart/ncclGroupEnd, or "
+                "torch.distributed.batch_isend_irecv), or in a single order on every rank.",
+            ),
+        )
+
+
+def _position(record: OpRecord) -> tuple[str, int]:
+    return record.event.ref.source, record.event.ref.line
+
+
+def _comm_switches(records: Iterable[OpRecord]) -> int:
+    """Count the changes of communicator between consecutive operations of one input."""
+    ordered = sorted(records, key=_position)
+    return sum(
+        1
+        for a, b in pairwise(ordered)
+        if a.event.ref.source == b.event.ref.source and a.event.comm != b.event.comm
+    )

@@ -32,7 +32,7 @@ from logsleuth.analysis.rules.network import (
     RemoteClosed,
     SharedBootstrapAddress,
 )
-from logsleuth.analysis.rules.ordering import CrossCommunicatorOrder
+from logsleuth.analysis.rules.ordering import CrossCommP2P, CrossCommunicatorOrder
 from logsleuth.analysis.rules.p2p import P2PFrontier
 from logsleuth.analysis.rules.process import LeftEarly, ProcessDied
 from logsleuth.analysis.rules.ras import RasMissingProcess, RasOperationMismatch
@@ -83,6 +83,7 @@ RULES: tuple[type[Rule], ...] = tuple(
             WatchdogStuck,
             UnwaitedCollective,
             ConcurrentCommUse,
+            CrossCommP2P,
             WaitForSink,
             P2PFrontier,
             *TOPOLOGY_RULES,
