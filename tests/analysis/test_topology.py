@@ -378,6 +378,26 @@ def test_shm_where_other_hosts_use_p2p_is_named(tmp_path: Path) -> None:
     assert found.ranks == (2, 3)
 
 
+def test_p2p_disabled_by_the_environment_everywhere_is_named(tmp_path: Path) -> None:
+    # No host to compare with: the setting itself says local GPUs go through host memory.
+    p = "dgx:4400:4488 [0] NCCL INFO "
+    log = (
+        f"{p}NCCL_P2P_DISABLE set by environment to 1.\n"
+        f"{p}Channel 00 : 0[0] -> 1[1] via SHM/direct/direct\n"
+        f"{p}comm 0x55d1 rank 0 nranks 2 cudaDev 0 busId 1b000 - Init COMPLETE\n"
+    )
+    (tmp_path / "dgx.log").write_text(log)
+    diagnosis = analyze([str(tmp_path / "dgx.log")]).diagnosis
+    (found,) = [f for f in diagnosis.findings if f.code == "LS602"]
+    assert (found.severity, found.hosts, found.pids) == ("warning", ("dgx",), (4400,))
+    assert "NCCL_P2P_DISABLE=1 on dgx" in found.title
+    # Nothing failed and nothing proves a good end: the slower path is the answer given.
+    assert (diagnosis.verdict.kind, diagnosis.verdict.code) == ("transport-degraded", "LS602")
+    # Set to 0, or P2P in use on another host (LS602's comparison), it says nothing of it.
+    off = log.replace("to 1.", "to 0.")
+    assert "LS602" not in _codes(_findings(tmp_path, {"dgx.log": off}))
+
+
 def test_one_nic_where_peers_use_several_is_named(tmp_path: Path) -> None:
     findings = _findings(tmp_path, _two_hosts(net_b="NET/IB/0/GDRDMA"))
     (found,) = [f for f in findings if f.code == "LS604"]

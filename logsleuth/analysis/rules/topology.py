@@ -242,7 +242,10 @@ class P2pDisabled(Rule):
                         lines[src.hostname].append(conn)  # quoted (event made) if cited
         p2p_hosts = {h for h, c in intra.items() if c["P2P"]}
         shm_only = sorted(h for h, c in intra.items() if c["SHM"] and not c["P2P"])
-        if not p2p_hosts or not shm_only:
+        if not p2p_hosts:
+            yield from self._disabled_by_environment(index)
+            return
+        if not shm_only:
             return
         ranks, pids = _culprits_on(index, shm_only)
         env: list[Event] = [e for h in shm_only for e in _env_on(index, h, "NCCL_P2P_DISABLE")]
@@ -263,6 +266,49 @@ class P2pDisabled(Rule):
             next_steps=(
                 "Compare NCCL_P2P_DISABLE and NCCL_P2P_LEVEL across nodes.",
                 f"Run nvidia-smi topo -p2p r on {shm_only[0]}.",
+            ),
+        )
+
+    def _disabled_by_environment(self, index: EvidenceIndex) -> Iterable[Finding]:
+        """Every host without P2P that the environment told so (``NCCL_P2P_DISABLE=1``).
+
+        No host to compare with: the setting itself says the GPUs of a node exchange data
+        through host memory. It is often a deliberate workaround (GPUs whose P2P is broken),
+        so it is a warning, and a run that shows it ended well stays healthy.
+        """
+        env = [
+            e
+            for e in index.all_of(NcclEnv)
+            if e.name == "NCCL_P2P_DISABLE" and e.value.strip() == "1" and e.origin.host
+        ]
+        hosts = sorted({e.origin.host for e in env if e.origin.host})
+        if not hosts:
+            return
+        ranks, pids = _culprits_on(index, hosts)
+        yield self.finding(
+            severity="warning",
+            title=(
+                f"NCCL_P2P_DISABLE=1 on {', '.join(hosts[:4])}"
+                f"{f' and {len(hosts) - 4} more' if len(hosts) > 4 else ''}: GPUs of one node "
+                "exchange data through host shared memory, not NVLink or PCIe P2P"
+            ),
+            detail=(
+                "The environment disables NCCL's peer-to-peer transport, so intra-node traffic "
+                "is copied through /dev/shm (SHM) at a fraction of NVLink's or PCIe P2P's "
+                "bandwidth. It is often set on purpose, to work around GPUs whose P2P hangs "
+                "or corrupts data; without such a reason it only slows the job."
+            ),
+            events=env[:4],
+            ranks=ranks,
+            hosts=hosts,
+            pids=pids,
+            confidence=0.45,
+            next_steps=(
+                "If P2P was disabled to work around a hang, check nvidia-smi topo -p2p r and "
+                "the IOMMU/ACS settings (PCIe ACS must be off for P2P); on NVLink systems P2P "
+                "should work.",
+                "Otherwise unset NCCL_P2P_DISABLE (or set NCCL_P2P_LEVEL) and compare the "
+                "intra-node connection lines (via P2P/...) and the bus bandwidth.",
             ),
         )
 
