@@ -45,7 +45,12 @@ _COMPLETION = (
     # PyTorch >= 2.4: the process-group destructor at program exit
     *PROGRAM_EXIT,
     # Lightning: training stopped at its configured end
-    re.compile(r"`Trainer\.fit` stopped: `max_(?:epochs|steps)=\d+` reached"),
+    re.compile(r"`?Trainer\.fit`? stopped: `?max_(?:epochs|steps)=\d+`? reached"),
+    # DeepSpeed's launcher (launch.py): a worker exited with status 0
+    re.compile(r"^Process \d+ exits successfully\."),
+    # Hugging Face Trainer and Megatron-LM at the end of training
+    re.compile(r"^Training completed\. Do not forget to share your model"),
+    re.compile(r"^\[after training is done\] datetime:"),
 )
 
 
@@ -133,6 +138,11 @@ def health_proofs(index: EvidenceIndex) -> list[HealthProof]:
     closing = [e for e in texts if any(p.search(_message(e)) for p in _COMPLETION)]
     for event in closing[:4]:
         stream = (event.origin.host, event.origin.pid)
+        # A launcher's line about its worker (DeepSpeed's "Process 4242 exits successfully")
+        # covers that worker, not the launcher that wrote it.
+        worker = dict(getattr(event, "fields", ())).get("pid")
+        if isinstance(worker, str) and worker.isdigit():
+            stream = (event.origin.host, int(worker))
         named = stream != (None, None) or event.origin.rank is not None
         proofs.append(
             HealthProof(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from logsleuth.api import analyze
 from logsleuth.cli import main
 
@@ -228,3 +230,35 @@ def test_a_restored_nccl_warn_is_a_failure(tmp_path: Path) -> None:
     log = tmp_path / "warn.log"
     log.write_text("y_qp failed with error Invalid argument errno 22\n")
     assert analyze([str(log)]).diagnosis.verdict.code == "LS001"
+
+
+@pytest.mark.parametrize(
+    "closing",
+    [
+        "`Trainer.fit` stopped: `max_epochs=3` reached.",
+        "Trainer.fit stopped: max_steps=1000 reached.",
+        "Training completed. Do not forget to share your model on huggingface.co/models =)",
+        "[after training is done] datetime: 2024-06-01 12:00:00",
+    ],
+)
+def test_a_frameworks_closing_line_proves_the_end(tmp_path: Path, closing: str) -> None:
+    """What Lightning, the Hugging Face Trainer and Megatron-LM print only when training
+    reached its configured end."""
+    log = tmp_path / "train.log"
+    log.write_text(f"step 990 loss 2.1\n{closing}\n", encoding="utf-8")
+    assert analyze([str(log)]).diagnosis.verdict.kind == "healthy"
+    log.write_text("step 990 loss 2.1\n", encoding="utf-8")
+    assert analyze([str(log)]).diagnosis.verdict.kind == "inconclusive"
+
+
+def test_deepspeeds_launcher_proves_the_end_of_the_workers_it_names(tmp_path: Path) -> None:
+    launcher = (
+        "[2024-02-07 09:12:44,108] [INFO] [launch.py:351:main] Process 19234 exits successfully.\n"
+    )
+    log = tmp_path / "ds.log"
+    log.write_text(launcher, encoding="utf-8")
+    assert analyze([str(log)]).diagnosis.verdict.kind == "healthy"
+    # A worker it does not name (pid 19235, stuck in init) is not covered by it.
+    stuck = INIT_ONLY.replace("gpu-a01:4711:", "gpu-a01:19235:")
+    log.write_text(launcher + stuck, encoding="utf-8")
+    assert analyze([str(log)]).diagnosis.verdict.kind == "inconclusive"
