@@ -26,6 +26,8 @@ SECTION = re.compile(
 
 _PROSE = re.compile(r"\b(?i:rank)[ #_]?(?P<rank>\d{1,6})\b")
 """A rank a sentence names (``and on rank 1:``, ``py-spy dump of rank 0 gives:``)."""
+_RANK_TAG = re.compile(r"\[rank\d+\]:")
+"""torchrun's tag of a rank's output (``[rank0]: ...``): a line with it was logged, not typed."""
 _PROSE_PID = re.compile(r"--pid[ =](?P<pid>\d{1,9})\b")
 """The pid a ``py-spy dump --pid N`` command names."""
 _PROSE_MAX = 160
@@ -150,6 +152,10 @@ def _introduces(text: str, writer: Origin) -> Origin | None:
     ranks = {int(m.group("rank")) for m in _PROSE.finditer(stripped)}
     if len(ranks) > 1 or (not ranks and pid is None):
         return None
+    if load_catalog().prefix_end(stripped) or _RANK_TAG.search(stripped):
+        # A logger or torchrun wrote it (``I0510 ... logging.py:337] [rank0]: Last error:``,
+        # a collector's columns before ``[rank0]: ...``): the message it holds, no sentence.
+        return None
     known = load_catalog().match(stripped)
     if known is not None and (known.start == 0 or known.end - known.start >= _MESSAGE_SPAN):
         return None  # the line is or quotes a message (a few words typed as a fragment: not)
@@ -160,9 +166,8 @@ def _file_header(text: str) -> re.Match[str] | None:
     if text.lstrip().startswith("==>"):
         return _FILE.fullmatch(text)
     if "==> " in text and text.rstrip().endswith("<=="):
-        # Behind a log format's prefix that cleaning leaves on (a glog line's).
-        end = load_catalog().prefix_end(text)
-        return _FILE.fullmatch(text[end:]) if end else None
+        # Behind a prefix that cleaning leaves on (a glog line's, a collector's columns).
+        return _FILE.fullmatch(text[text.index("==> ") :])
     return None
 
 

@@ -332,11 +332,12 @@ def _quick_shape(found: re.Match[str]) -> _Shape:
 
 
 _BARE_FRAMES = {
-    PYSPY: (re.compile(r" {0,3}[^\s(][^()]* \([^()\s]+(?::\d+|\.so[^()\s]*)\)$"), " " * 4),
-    FAULTHANDLER: (re.compile(r' ?File (?:".*"|\?\?\?), line (?:\d+|\?\?\?) in '), " " * 2),
+    PYSPY: (re.compile(r"[ \t]*[^\s(][^()]* \([^()\s]+(?::\d+|\.so[^()\s]*)\)$"), " " * 4),
+    FAULTHANDLER: (re.compile(r'[ \t]*File (?:".*"|\?\?\?), line (?:\d+|\?\?\?) in '), " " * 2),
 }
-"""Frame lines that lost their indentation (a page that collapsed blanks, a paste trimmed at
-the margin), and the indentation their format gives them."""
+"""Frame lines of an open dump whose indentation is not their format's: lost (a page that
+collapsed blanks, a paste trimmed at the margin) or added (a dump pasted under a heading with
+a tab or a quote's indent before each line), and the indentation their format gives them."""
 
 
 def _reindented(text: str, fmt: str) -> _FrameShape | None:

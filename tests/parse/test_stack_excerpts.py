@@ -458,6 +458,29 @@ def test_frames_that_lost_their_indentation_stay_frames(form: Callable[[str], st
     )
 
 
+@pytest.mark.parametrize("indent", ["\t", "  ", "> "])
+def test_dumps_indented_under_headings_keep_their_frames(indent: str) -> None:
+    # Each rank's dump pasted under a heading of its own, its lines indented (a tab, a
+    # list item's blanks): the headings are not indented, so no common indent is taken off.
+    dumps = "".join(
+        f"rank {rank}:\n"
+        + "".join(
+            f"{indent}{line}\n"
+            for line in (
+                f'Thread {1001 + rank} (idle): "MainThread"',
+                f"    {func} ({where})",
+                "    load_model (train.py:20)",
+            )
+        )
+        for rank, func, where in ((0, "read", "ssl.py:1130"), (1, "broadcast", "c10d.py:2233"))
+    )
+    stacks = [e for e in read(dumps.encode()).events if isinstance(e, StackDump)]
+    assert [[f.func for f in s.threads[0].frames] for s in stacks] == [
+        ["read", "load_model"],
+        ["broadcast", "load_model"],
+    ]
+
+
 def test_an_error_behind_an_exception_type_is_no_py_spy_error(tmp_path: Path) -> None:
     # DeepSpeed raises ``RuntimeError("Error: Custom DeepSpeed backend ...")``: its message
     # begins like py-spy's error output, but the line is the exception's.
