@@ -126,6 +126,16 @@ def host_of_address(index: EvidenceIndex, address: str) -> str | None:
     return next((h for h in (address, address.split(".", 1)[0]) if h in hosts), None)
 
 
+def watchdog_ranks(index: EvidenceIndex) -> set[int | None]:
+    """The ranks whose watchdog reported a timed-out or failed collective (None: a report
+    that names no rank). Such a rank's SIGABRT is its watchdog taking the process down."""
+    return {
+        e.origin.rank if e.origin.rank is not None else e.rank
+        for e in index.torch
+        if isinstance(e, WatchdogTimeout | WatchdogError)
+    }
+
+
 def own_deaths(index: EvidenceIndex) -> list[Death]:
     """Return the processes of torchrun's summary that died on their own account.
 
@@ -134,11 +144,7 @@ def own_deaths(index: EvidenceIndex) -> list[Death]:
     SIGKILL or SIGSEGV that nothing in the rank's own output explains is a death of its own.
     torchrun's "Root Cause" marker is not trusted: it is the first exit torchrun *observed*.
     """
-    reported = {
-        e.origin.rank if e.origin.rank is not None else e.rank
-        for e in index.torch
-        if isinstance(e, WatchdogTimeout | WatchdogError)
-    }
+    reported = watchdog_ranks(index)
     deaths: list[Death] = []
     seen: set[tuple[int | None, int | None]] = set()
     for failure in index.failures:

@@ -14,7 +14,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from logsleuth import knowledge
-from logsleuth.analysis.correlate import Death, address_hosts, host_of_event, own_deaths
+from logsleuth.analysis.correlate import (
+    Death,
+    address_hosts,
+    host_of_event,
+    own_deaths,
+    watchdog_ranks,
+)
 from logsleuth.analysis.index import EvidenceIndex, Stream
 from logsleuth.analysis.rules.base import Rule, culprits, describe, message_text
 from logsleuth.analysis.rules.network import REMOTE_CLOSED
@@ -30,7 +36,6 @@ from logsleuth.model.torch import (
     LauncherEvent,
     PythonTraceback,
     WatchdogError,
-    WatchdogTimeout,
 )
 
 _IP = re.compile(r"(\d{1,3}(?:\.\d{1,3}){3})")
@@ -271,11 +276,7 @@ def _watchdogs_abort(index: EvidenceIndex, event: LauncherEvent) -> bool:
     """
     if event.signal != "SIGABRT" and event.exitcode != -6:
         return False
-    reported = {
-        e.origin.rank if e.origin.rank is not None else e.rank
-        for e in index.torch
-        if isinstance(e, WatchdogTimeout | WatchdogError)
-    }
+    reported = watchdog_ranks(index)
     if not reported:
         return False
     host = event.origin.host

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable
 
 from logsleuth import knowledge
-from logsleuth.analysis.correlate import first_errors, peer_warns
+from logsleuth.analysis.correlate import first_errors, peer_warns, watchdog_ranks
 from logsleuth.analysis.index import EvidenceIndex
 from logsleuth.analysis.rules.base import Rule, culprits, describe
 from logsleuth.analysis.rules.knowledge import raised_type
@@ -18,7 +18,6 @@ from logsleuth.model.ranks import absent_ranks, format_ranks
 from logsleuth.model.torch import (
     ChildFailure,
     PythonTraceback,
-    WatchdogError,
     WatchdogProgress,
     WatchdogTimeout,
     exception_line,
@@ -281,11 +280,7 @@ class ProcessDied(Rule):
             return
         # A rank whose own watchdog timed out and that then died of SIGABRT/SIGTERM was taken
         # down by the watchdog or by torchrun: that is the aftermath, not the cause.
-        reported = {
-            e.origin.rank if e.origin.rank is not None else e.rank
-            for e in index.torch
-            if isinstance(e, WatchdogTimeout | WatchdogError)
-        }
+        reported = watchdog_ranks(index)
         # So was a rank whose own traceback says it only waited or lost its peer (a gloo
         # timeout, a closed connection): its non-zero exit is the aftermath, not a death.
         reported |= {
