@@ -535,8 +535,17 @@ class TorchReader(Reader):
 
 
 def _catalog_message(event: TorchUnrecognized) -> LogMessage | None:
-    """Type a torch-prefixed message the grammar has no rule for by the catalogs, or None."""
-    return typed_message(event.message, event.ref, event.text, event.origin)
+    """Type a torch-prefixed message the grammar has no rule for by the catalogs, or None.
+
+    A catalog row of a bare string (level ``STR``: a constant whose level is the logging
+    call's) takes the level the record's prefix states (``[F1128 ...]``: FATAL).
+    """
+    typed = typed_message(event.message, event.ref, event.text, event.origin)
+    if typed is not None and typed.level == "STR":
+        level = _RECORD_LEVELS.get(event.level or "")
+        if level is not None:
+            typed = replace(typed, level=level)
+    return typed
 
 
 _RECORD_LEVELS = {**ERROR_LEVELS, "W": "WARNING", "I": "INFO"}

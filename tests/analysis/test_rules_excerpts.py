@@ -1232,3 +1232,21 @@ def test_a_worker_its_watchdog_aborted_is_the_waits_aftermath(tmp_path: Path) ->
     # A worker killed by a signal of its own (SIGKILL: the OOM killer) stays the culprit.
     killed = text.replace("exitcode: -6", "exitcode: -9")
     assert _named(tmp_path, killed) == ("process-died", (), (5500,))
+
+
+def test_the_monitor_ending_a_process_after_a_timeouts_dump_is_no_stuck_watchdog(
+    tmp_path: Path,
+) -> None:
+    """The heartbeat monitor's ``Terminating the process after attempting to dump debug info,
+    due to {reason}``: a collective timeout's aftermath, or (``watchdog hang``) a stuck
+    watchdog."""
+    line = (
+        "[rank3]:[F1128 10:08:00.000000 1234 ProcessGroupNCCL.cpp:1306] [PG ID 0 PG GUID "
+        "0(default_pg) Rank 3] Terminating the process after attempting to dump debug info, due "
+        "to {reason}.\n"
+    )
+    (tmp_path / "ticket.log").write_text(line.format(reason="collective timeout or exception"))
+    timeout = analyze([str(tmp_path)]).diagnosis
+    assert timeout.verdict.kind != "watchdog-stuck"
+    hang = _verdict(tmp_path, line.format(reason="ProcessGroupNCCL watchdog hang"))
+    assert (hang.kind, hang.culprit_ranks) == ("watchdog-stuck", (3,))
