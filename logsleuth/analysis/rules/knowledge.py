@@ -279,12 +279,7 @@ def _watchdogs_abort(index: EvidenceIndex, event: LauncherEvent) -> bool:
     reported = watchdog_ranks(index)
     if not reported:
         return False
-    host = event.origin.host
-    rank = (
-        index.layout.get((host, event.local_rank))
-        if host and event.local_rank is not None
-        else None
-    )
+    rank = None if event.local_rank is None else index.rank_at(event.origin.host, event.local_rank)
     return rank is None or rank in reported
 
 

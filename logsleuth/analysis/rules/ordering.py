@@ -182,7 +182,7 @@ class CrossCommP2P(Rule):
                     continue  # this process tore the communicator down: it did not hang there
                 per_stream[stream].extend(r for r in ops if r.op in _P2P)
         for stream in sorted(per_stream, key=str):
-            records = per_stream[stream]
+            records = sorted(per_stream[stream], key=_position)
             comms = sorted({r.event.comm for r in records})
             if len(comms) < 2 or _comm_switches(records) < 2:
                 continue
@@ -192,7 +192,7 @@ class CrossCommP2P(Rule):
         self, index: EvidenceIndex, stream: Stream, records: list[OpRecord], comms: list[str]
     ) -> Finding:
         ranks, hosts, pids = culprits(index, [stream])
-        last = {r.event.comm: r for r in sorted(records, key=_position)}
+        last = {r.event.comm: r for r in records}
         tail = "; ".join(
             f"comm {comm}: {last[comm].op} opCount {last[comm].op_count:x}"
             + (f" on stream {last[comm].event.stream}" if last[comm].event.stream else "")
@@ -214,7 +214,7 @@ class CrossCommP2P(Rule):
                 "another order, each side waits for an operation the other has queued behind "
                 "a blocked one. Only this side's order is in the evidence."
             ),
-            events=[r.event for r in sorted(records, key=_position)[-6:]],
+            events=[r.event for r in records[-6:]],
             ranks=ranks,
             hosts=hosts,
             pids=pids,
@@ -232,11 +232,11 @@ def _position(record: OpRecord) -> tuple[str, int]:
     return record.event.ref.source, record.event.ref.line
 
 
-def _comm_switches(records: Iterable[OpRecord]) -> int:
-    """Count the changes of communicator between consecutive operations of one input."""
-    ordered = sorted(records, key=_position)
+def _comm_switches(records: list[OpRecord]) -> int:
+    """Count the changes of communicator between consecutive operations (in line order) of
+    one input."""
     return sum(
         1
-        for a, b in pairwise(ordered)
+        for a, b in pairwise(records)
         if a.event.ref.source == b.event.ref.source and a.event.comm != b.event.comm
     )

@@ -147,6 +147,7 @@ class RasOperationMismatch(Rule):
     kind = "missing-collective"
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
+        hosts_by_ip: dict[str, str] | None = None
         for report in index.all_of(NcclRasReport):
             if not _mismatch_only(report):
                 continue
@@ -171,7 +172,8 @@ class RasOperationMismatch(Rule):
             ahead = sum(n for n, op in groups if op == high)
             listed_ahead = bool(listed) and len(listed) == ahead and ahead != behind
             culprit = () if listed_ahead else tuple(sorted(listed))
-            hosts_by_ip = address_hosts(index)
+            if hosts_by_ip is None:
+                hosts_by_ip = address_hosts(index)
             where = [
                 (hosts_by_ip.get(node, node), pid)
                 for rank, _gpu, pid, node, _what in report.ranks
