@@ -54,6 +54,35 @@ _COMPLETION = (
 )
 
 
+_RUN_ENDED = _COMPLETION[len(PROGRAM_EXIT) + 2 :]
+"""The markers a training framework prints when its loop reached its configured end (not the
+process-group destructor's warnings, which an exception's unwinding prints too, nor a
+benchmark's summary)."""
+
+
+def ended_ranks(index: EvidenceIndex) -> dict[int, Event]:
+    """Return the ranks whose own line says their training loop reached its end, with it.
+
+    A rank that finished its loop while others still wait in a collective left them there
+    (a ``max_steps`` reached on one rank, a shorter data shard).
+    """
+    ended: dict[int, Event] = {}
+    texts: list[Event] = [*index.all_of(LogMessage), *index.all_of(TorchUnrecognized)]
+    for event in texts:
+        if not any(p.search(_message(event)) for p in _RUN_ENDED):
+            continue
+        rank = event.origin.rank
+        pid = event.origin.pid
+        worker = dict(getattr(event, "fields", ())).get("pid")  # DeepSpeed's, about its worker
+        if isinstance(worker, str) and worker.isdigit():
+            rank, pid = None, int(worker)
+        if rank is None and pid is not None:
+            rank = index.rank_of(event.origin.host, pid)
+        if rank is not None:
+            ended.setdefault(rank, event)
+    return ended
+
+
 # nccl-tests result row: size count type redop root, then time algbw busbw #wrong (out of
 # place), the same in place.
 _RESULT_ROW = re.compile(r"^\s*\d+\s+\d+\s+[a-z]\w*\s+\w+\s+-?\d+\s+[\d.]+\s")

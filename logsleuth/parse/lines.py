@@ -194,7 +194,7 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
 
     sections = Sections()
     host = host_in_file_name(source.name)
-    section = NO_ORIGIN if host is None else Origin(host=host)
+    first_section = section = NO_ORIGIN if host is None else Origin(host=host)
     """Who the lines under the last section header (``Rank A:``) come from: at first, the
     host a kernel log's file name gives (``node03-dmesg.txt``)."""
     stand_in = False
@@ -240,7 +240,10 @@ def read_lines(source: InputSource, keep_ops: int | None, audit: bool = False) -
                     taken_by[taker] += 1
                     offered.add(number)
                     return
-            section, stand_in = header.origin, header.stands_in
+            # A header that names no one ends the section before it: back to what the file's
+            # name says of its lines.
+            section = first_section if header.origin == NO_ORIGIN else header.origin
+            stand_in = header.stands_in
             ref = SourceRef(source.name, header.lines[0])
             quoted = cleaned if len(header.lines) == 1 else header.label
             sink.emit(

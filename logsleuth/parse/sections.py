@@ -103,6 +103,8 @@ class Sections:
             return Header(origin, label, (number,), stands_in=origin.rank is None)
         if (prose := _introduces(text, writer)) is not None:
             return Header(prose, text.strip(), (number,))
+        if writer.rank is None and _introduces_others(text):
+            return Header(NO_ORIGIN, text.strip(), (number,))
         if (text[:1] == "[" or " | " in text) and (shell := _SHELL_HOST.fullmatch(text)):
             name = shell.group("pssh") or shell.group("ansible")
             return Header(Origin(host=name), name, (number,))
@@ -160,6 +162,30 @@ def _introduces(text: str, writer: Origin) -> Origin | None:
     if known is not None and (known.start == 0 or known.end - known.start >= _MESSAGE_SPAN):
         return None  # the line is or quotes a message (a few words typed as a fragment: not)
     return Origin(rank=ranks.pop() if ranks else None, pid=int(pid.group("pid")) if pid else None)
+
+
+_OTHERS = re.compile(
+    r"(?i)\b(?:others?|rest|remaining|all|every|each|everyone)\b[\w ,'-]{0,40}?"
+    r"\b(?:ranks?|workers?|nodes?|hosts?|pods?|processes|process|gpus?|machines?|servers?)\b"
+)
+"""A ticket's words for the other processes of a job (``the other workers``, ``all ranks``)."""
+
+
+def _introduces_others(text: str) -> bool:
+    """Say whether a ticket's sentence introduces the output of other processes.
+
+    ``and the other workers:``, ``Then all ranks:``: what follows is no longer the process
+    the section before named (a described pod, ``Rank 3:``). A short line that ends with a
+    colon, names no rank and is no message a catalog knows.
+    """
+    stripped = text.strip()
+    if len(stripped) > _PROSE_MAX or not stripped.endswith(":") or stripped[:1] in "[(<":
+        return False
+    if _OTHERS.search(stripped) is None or _PROSE.search(stripped):
+        return False
+    if load_catalog().prefix_end(stripped) or _RANK_TAG.search(stripped):
+        return False
+    return load_catalog().match(stripped) is None
 
 
 def _file_header(text: str) -> re.Match[str] | None:

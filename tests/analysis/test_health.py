@@ -262,3 +262,18 @@ def test_deepspeeds_launcher_proves_the_end_of_the_workers_it_names(tmp_path: Pa
     stuck = INIT_ONLY.replace("gpu-a01:4711:", "gpu-a01:19235:")
     log.write_text(launcher + stuck, encoding="utf-8")
     assert analyze([str(log)]).diagnosis.verdict.kind == "inconclusive"
+
+
+def test_a_rank_that_ended_its_loop_left_the_waiting_ranks(tmp_path: Path) -> None:
+    # Lightning's end line on rank 1 while rank 0 times out in the next collective: rank 1
+    # is where the waiting ends.
+    path = tmp_path / "ticket.log"
+    path.write_text(
+        "[rank: 1] `Trainer.fit` stopped: `max_steps=5000` reached.\n"
+        "[rank0]:[E1128 07:40:00.1 ProcessGroupNCCL.cpp:1595] [PG 0 Rank 0] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=20011, OpType=ALLREDUCE, NumelIn=1, "
+        "NumelOut=1, Timeout(ms)=1800000) ran for 1800044 milliseconds before timing out.\n"
+    )
+    verdict = analyze([str(path)]).diagnosis.verdict
+    assert (verdict.kind, verdict.culprit_ranks) == ("missing-collective", (1,))
+    assert "ended their training loop" in verdict.summary

@@ -271,6 +271,64 @@ def test_the_same_message_after_init_is_a_dead_peer() -> None:
     )
 
 
+def test_a_network_transports_closed_connection_alone_is_a_dead_peer(tmp_path: Path) -> None:
+    # Only the WARN of a network transport (a plugin's data path), nothing that places its
+    # writer in set-up: the peer, written ``name<port>``, went away after init.
+    path = tmp_path / "ticket.log"
+    path.write_text(
+        "a3-vm-12:3311:3502 [2] NCCL WARN NET/GPUDirectTCPX : Connection closed by remote peer "
+        "a3-vm-05<43311>\n"
+        "a3-vm-12:3311:3502 [2] NCCL INFO transport/net.cc:1164 -> 6\n"
+    )
+    verdict = analyze([str(path)]).diagnosis.verdict
+    assert (verdict.kind, verdict.code, verdict.culprit_hosts) == (
+        "process-died",
+        "LS702",
+        ("a3-vm-05",),
+    )
+
+
+def test_a_writer_in_set_up_that_loses_its_peer_fails_bootstrap(tmp_path: Path) -> None:
+    # The same WARN from a process whose own lines show it setting a communicator up.
+    name = "gpu-node001.56683.log"
+    lines = (HEALTHY / name).read_text().splitlines(keepends=True)
+    setup = [line for line in lines[:AFTER_INIT] if "Init COMPLETE" not in line]
+    warn = nccl_line(
+        "NET/IB : Connection closed by remote peer gpu-node002<43311>",
+        "transport/net_ib.cc",
+        "gpu-node001",
+        56683,
+        56690,
+    )
+    (tmp_path / name).write_text("".join([*setup, warn + "\n"]))
+    verdict = analyze([str(tmp_path / name)]).diagnosis.verdict
+    assert (verdict.kind, verdict.culprit_hosts) == ("bootstrap-failure", ("gpu-node002",))
+
+
+def test_a_loggers_record_reads_the_exception_it_caught(tmp_path: Path) -> None:
+    # ``logger.exception``: the record says what failed (torchrun's exit barrier), the
+    # traceback under it how its code noticed (the store barrier's timeout, which alone
+    # reads as ranks that never joined the init).
+    path = tmp_path / "agent.log"
+    path.write_text(
+        "[ERROR] torch.distributed.elastic.agent.server.api: Error waiting on exit barrier. "
+        "Elapsed: 300.09 seconds\n"
+        "Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3/torch/distributed/elastic/agent/server/api.py", line 924, '
+        "in _exit_barrier\n"
+        "    store_util.barrier(\n"
+        "torch.distributed.DistStoreError: Timed out after 301 seconds waiting for clients. "
+        "1/2 clients joined.\n"
+    )
+    verdict = analyze([str(path)]).diagnosis.verdict
+    assert verdict.kind == "inconclusive"
+    assert "exit barrier" in verdict.summary
+    # The traceback alone is the store barrier's timeout.
+    alone = tmp_path / "alone.log"
+    alone.write_text("\n".join(path.read_text().splitlines()[1:]) + "\n")
+    assert analyze([str(alone)]).diagnosis.verdict.kind == "init-stall"
+
+
 def test_horovod_shutting_down_is_what_the_survivors_see() -> None:
     events = [
         _message(

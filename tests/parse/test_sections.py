@@ -198,3 +198,30 @@ def test_a_word_between_rules_that_no_rule_closes_is_no_host(tmp_path: Path) -> 
     assert not [e for e in events if isinstance(e, SectionHeader)]
     (read,) = [e for e in events if isinstance(e, NcclCollective)]
     assert read.origin.host is None
+
+
+@pytest.mark.parametrize("intro", ["and the other workers:", "Then all ranks:"])
+def test_a_sentence_about_the_other_processes_ends_the_section(tmp_path: Path, intro: str) -> None:
+    # A described pod, then the ticket's words for the rest of the job: the watchdog line
+    # below is another worker's, not the pod's.
+    path = tmp_path / "ticket.txt"
+    path.write_text(
+        "Name:             trainer-worker-3\n"
+        "Namespace:        training\n"
+        "Reason:           Evicted\n"
+        f"{intro}\n"
+        "[rank0]:[E1128 06:40:01.5 ProcessGroupNCCL.cpp:1595] [PG 0 Rank 0] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=88, OpType=ALLREDUCE, NumelIn=1, "
+        "NumelOut=1, Timeout(ms)=1800000) ran for 1800092 milliseconds before timing out.\n"
+    )
+    events = _read(path, every_line=False)
+    last = events[-1]
+    assert type(last).__name__ == "WatchdogTimeout"
+    assert (last.origin.rank, last.origin.host) == (0, None)  # type: ignore[attr-defined]
+
+
+def test_a_sentence_about_the_same_process_keeps_the_section(tmp_path: Path) -> None:
+    path = tmp_path / "paste.txt"
+    path.write_text(f"Rank 3:\nI ran py-spy on it:\n{_DUMP.format(tid=3313, line=77)}")
+    (dump,) = [e for e in _read(path, every_line=False) if isinstance(e, StackDump)]
+    assert dump.origin.rank == 3

@@ -5,9 +5,11 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from operator import attrgetter
 
 from logsleuth.analysis.correlate import own_deaths, pg_links
+from logsleuth.analysis.health import ended_ranks
 from logsleuth.analysis.index import CommState, EvidenceIndex, OpRecord, Stream
 from logsleuth.analysis.overview import last_ops
 from logsleuth.analysis.rules.base import Rule, culprits, describe, evidence_of, message_text
@@ -610,6 +612,10 @@ class CollectiveTimeout(Rule):
                 ),
             )
             return
+        left = {r: e for r, e in ended_ranks(index).items() if r not in ranks and r not in inside}
+        if left and not behind:
+            yield self._left_loop(index, group, progress, left, seq, op_type, ranks)
+            return
         silent = self._silent_ranks(index, set(ranks) | inside, [*group, *mine])
         ranks = sorted(set(ranks) | inside)
         if len(ranks) < 2 and not behind:
@@ -900,6 +906,52 @@ class CollectiveTimeout(Rule):
         # Only when the silent ranks are a clear minority does silence point at them.
         return candidates if 0 < len(candidates) < len(reporting) else []
 
+    def _left_loop(
+        self,
+        index: EvidenceIndex,
+        group: list[WatchdogTimeout],
+        progress: list[WatchdogProgress],
+        left: dict[int, Event],
+        seq: int | None,
+        op_type: str,
+        ranks: list[int],
+    ) -> Finding:
+        """Ranks said their training loop reached its end while others timed out in a
+        collective: they left the others waiting there."""
+        missing = sorted(left)
+        ended = left[missing[0]]
+        finding = self._laggards(
+            index,
+            group,
+            progress,
+            missing,
+            seq,
+            op_type,
+            ranks,
+            why=(
+                f"Rank(s) {_fmt(missing)} reached the end of their training loop ("
+                f"{_message_of(ended)}) while ranks {_fmt(ranks)} still waited in "
+                f"{work_label(op_type, seq)}: the finished ranks issued fewer collectives than "
+                "the others, whose last one then had no partner on them."
+            ),
+        )
+        evidence = evidence_of([*(left[r] for r in missing), *group, *progress])
+        return replace(
+            finding,
+            title=f"rank(s) {_fmt(missing)} ended their training loop; ranks {_fmt(ranks)} "
+            f"timed out waiting for them in {work_label(op_type, seq)}",
+            evidence=evidence[0],
+            evidence_total=evidence[1],
+            confidence=0.65,
+            next_steps=(
+                f"Compare the number of steps or batches each rank runs: rank(s) {_fmt(missing)} "
+                "stopped first (a max_steps or epoch length computed per rank, an uneven data "
+                "shard, an early stop decided on one rank).",
+                "Make the stopping decision shared (all-reduce a stop flag) or even out the "
+                "batches per rank (DistributedSampler with drop_last, Join for uneven inputs).",
+            ),
+        )
+
     def _laggards(
         self,
         index: EvidenceIndex,
@@ -950,6 +1002,11 @@ class CollectiveTimeout(Rule):
                 "Look for an exception, an early exit or rank-dependent control flow on those ranks.",
             ),
         )
+
+
+def _message_of(event: Event) -> str:
+    text = str(getattr(event, "message", "") or event.text).replace("`", "").strip()
+    return text if len(text) <= 80 else text[:79] + "…"
 
 
 def _fmt(ranks: Iterable[int]) -> str:

@@ -29,7 +29,21 @@ from logsleuth.knowledge import Entry, Hit
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.messages import LogMessage
-from logsleuth.model.nccl import NcclInfoNote, NcclNetPlugin, NcclUnrecognized, NcclWarn
+from logsleuth.model.nccl import (
+    NcclChannelConnect,
+    NcclCommInit,
+    NcclConnectRun,
+    NcclGraphTree,
+    NcclInfoNote,
+    NcclInterface,
+    NcclNetDevices,
+    NcclNetPlugin,
+    NcclNetwork,
+    NcclRing,
+    NcclTree,
+    NcclUnrecognized,
+    NcclWarn,
+)
 from logsleuth.model.ranks import format_ranks
 from logsleuth.model.torch import (
     GlooError,
@@ -152,6 +166,7 @@ def known_messages(index: EvidenceIndex) -> list[Known]:
             ):
                 hit = replace(hit, entry=_failed_on(hit.entry, code))
             found.append(Known(event, hit, text))
+    found = _drop_caught(found)
     # INFO lines count only for the downgrades NCCL reports there (a cause of severity warning)
     # and the failures a project reports at that level.
     info: list[Event] = [e for e in index.all_of(NcclUnrecognized) if e.level == "INFO"]
@@ -172,6 +187,31 @@ def known_messages(index: EvidenceIndex) -> list[Known]:
         if entry.reported_at_info or (entry.role == "cause" and entry.severity == "warning"):
             found.append(Known(event, hit, text))
     return found
+
+
+def _drop_caught(found: list[Known]) -> list[Known]:
+    """Drop the tracebacks a known ``logger.exception`` record printed as its detail.
+
+    ``logger.exception(msg)`` writes the record, then the traceback of the exception it
+    caught (the catalog's level ``ERROR(exception)``). The record says what failed (torchrun's
+    ``Error waiting on exit barrier``); the exception is how its code noticed it (the store
+    barrier's ``Timed out ... waiting for clients``, which alone reads as an init stall).
+    """
+    records = {
+        (k.event.ref.source, k.event.ref.line)
+        for k in found
+        if isinstance(k.event, LogMessage) and k.event.level.endswith("(exception)")
+    }
+    if not records:
+        return found
+    return [
+        k
+        for k in found
+        if not (
+            isinstance(k.event, PythonTraceback)
+            and (k.event.ref.source, k.event.ref.line - 1) in records
+        )
+    ]
 
 
 _UNWIND_REACH = 3
@@ -310,6 +350,7 @@ class _KnowledgeRule(Rule):
             for i in c.completed.values()
         }
         deaths = own_deaths(index) if "cause" in self.roles else []
+        setting_up = _setting_up(index)
         groups: dict[
             tuple[str, str, tuple[int, ...], tuple[str, ...], tuple[int, ...]], _Group
         ] = {}
@@ -325,7 +366,7 @@ class _KnowledgeRule(Rule):
                 for d in deaths
                 if entry.culprit == "peer" and (d.host in hosts or d.rank in ranks)
             ]
-            kind = _kind_in_phase(entry, known.event, completed)
+            kind = _kind_in_phase(entry, known.event, completed, setting_up)
             key = (kind, entry.id, tuple(sorted(ranks)), tuple(sorted(hosts)), tuple(sorted(pids)))
             group = groups.get(key)
             if group is None:
@@ -413,18 +454,54 @@ class _KnowledgeRule(Rule):
         return replace(found, kind=group.kind)
 
 
-def _kind_in_phase(entry: Entry, event: Event, completed: set[Stream]) -> str:
+_SETUP_TYPES: tuple[type[Event], ...] = (
+    NcclCommInit,
+    NcclInterface,
+    NcclNetwork,
+    NcclNetDevices,
+    NcclNetPlugin,
+    NcclRing,
+    NcclTree,
+    NcclGraphTree,
+    NcclChannelConnect,
+    NcclConnectRun,
+)
+"""Lines a process writes while it sets a communicator up: they place its writer in init."""
+
+_DATA_PATH = re.compile(r"\bNET/[A-Za-z][\w-]* ?:")
+"""A message of one of NCCL's network transports (``NET/IB :``, ``NET/OFI``, a plugin's): the
+data path, which carries traffic only once a communicator is connected."""
+
+
+def _setting_up(index: EvidenceIndex) -> set[Stream]:
+    """Return the processes whose own lines show communicator set-up."""
+    return {stream_of(e) for t in _SETUP_TYPES for e in index.by_type.get(t, ())}
+
+
+def _kind_in_phase(
+    entry: Entry, event: Event, completed: set[Stream], setting_up: set[Stream]
+) -> str:
     """Return the entry's kind, or its ``before_init_kind`` when the writer never got past init.
 
-    A writer whose stream is unknown counts as before init only when no process of the
-    evidence completed one (an excerpt of the failing init itself).
+    A writer whose own set-up lines show it is in init and who never completed it is before
+    init. Where its lines do not place it (an excerpt of the message alone), a message of a
+    network transport is the data path (after init); any other counts as before init when no
+    process of the evidence completed one (an excerpt of the failing init itself).
     """
     if entry.before_init_kind is None:
         return entry.kind
     stream = stream_of(event)
-    before = stream not in completed if stream != (None, None) else not completed
-    return entry.before_init_kind if before else entry.kind
+    if stream != (None, None) and stream in completed:
+        return entry.kind
+    if stream != (None, None) and stream in setting_up:
+        return entry.before_init_kind
+    if completed or _DATA_PATH.search(message_text(event)):
+        return entry.kind
+    return entry.before_init_kind
 
+
+_PORT = re.compile(r"<\d*>?$")
+"""The ``<port>`` NCCL writes after an address (torn before its ``>`` in a cut line)."""
 
 _UNKNOWN_WRITER = "a process"
 """How :func:`_label` names the writer of a line no process is known to have written."""
@@ -676,7 +753,8 @@ def _peer(
     pids = _named_pid(hit)
     match = _IP.search(address)
     if match is None:
-        name = address.strip("[]()<>,.")
+        # NCCL writes a peer as ``name<port>`` whether the name is an address or a host name.
+        name = _PORT.sub("", address.strip("[](),.")).strip("<>")
         return [], [name] if name else [], pids, f"host {name}"
     host = address_hosts(index).get(match.group(1))
     if host is None:
