@@ -60,27 +60,39 @@ process-group destructor's warnings, which an exception's unwinding prints too, 
 benchmark's summary)."""
 
 
-def ended_ranks(index: EvidenceIndex) -> dict[int, Event]:
-    """Return the ranks whose own line says their training loop reached its end, with it.
+@dataclass(frozen=True, slots=True)
+class EndedRun:
+    """A process whose own line (or its launcher's) says its training loop reached its end."""
 
-    A rank that finished its loop while others still wait in a collective left them there
-    (a ``max_steps`` reached on one rank, a shorter data shard).
+    rank: int | None
+    host: str | None
+    pid: int | None
+    event: Event
+
+
+def ended_runs(index: EvidenceIndex) -> list[EndedRun]:
+    """Return the processes whose training loop reached its end, one each, in input order.
+
+    A process that finished its loop while others still wait in a collective left them
+    there (a ``max_steps`` reached on one rank, a shorter data shard). DeepSpeed's launcher
+    names its worker by pid (``Process 4405 exits successfully.``).
     """
-    ended: dict[int, Event] = {}
+    ended: dict[tuple[object, ...], EndedRun] = {}
     texts: list[Event] = [*index.all_of(LogMessage), *index.all_of(TorchUnrecognized)]
     for event in texts:
         if not any(p.search(_message(event)) for p in _RUN_ENDED):
             continue
-        rank = event.origin.rank
-        pid = event.origin.pid
-        worker = dict(getattr(event, "fields", ())).get("pid")  # DeepSpeed's, about its worker
+        rank, host, pid = event.origin.rank, event.origin.host, event.origin.pid
+        worker = dict(getattr(event, "fields", ())).get("pid")
         if isinstance(worker, str) and worker.isdigit():
             rank, pid = None, int(worker)
         if rank is None and pid is not None:
-            rank = index.rank_of(event.origin.host, pid)
-        if rank is not None:
-            ended.setdefault(rank, event)
-    return ended
+            rank = index.rank_of(host, pid)
+        if rank is None and pid is None:
+            continue
+        key = ("rank", rank) if rank is not None else ("pid", host, pid)
+        ended.setdefault(key, EndedRun(rank, host, pid, event))
+    return list(ended.values())
 
 
 # nccl-tests result row: size count type redop root, then time algbw busbw #wrong (out of

@@ -311,6 +311,11 @@ def _parser() -> Lark:
     return load_parser("pyspy.lark", transformer=_LineTransformer)
 
 
+_ARGV_RANK = re.compile(r"(?:^|\s)--(?:global[_-])?rank[= ](\d{1,6})\b")
+"""A process's global rank on its command line (``--rank 3``, ``--rank=3``, ``--global_rank 3``;
+not ``--local_rank`` or ``--node_rank``)."""
+
+
 _QUICK = re.compile(
     r"Process (?P<pid>\d{1,18}):(?: (?P<argv>.+))?"
     r"|Thread (?P<tid>0[xX][0-9a-fA-F]{1,16}|\d{1,18}) "
@@ -505,6 +510,10 @@ class _DumpBuilder:
         )
         hint = self.first.hint
         origin = replace(hint, pid=self.pid) if self.pid is not None else hint
+        argv = "\n".join(self.argv)
+        if origin.rank is None and (named := _ARGV_RANK.search(argv)) is not None:
+            # The script's own ``--rank 3`` on py-spy's ``Process 2204: python train.py --rank 3``.
+            origin = replace(origin, rank=int(named.group(1)))
         return StackDump(
             ref=SourceRef(source, self.first.no),
             text=self.first.raw,

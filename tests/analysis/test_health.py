@@ -277,3 +277,26 @@ def test_a_rank_that_ended_its_loop_left_the_waiting_ranks(tmp_path: Path) -> No
     verdict = analyze([str(path)]).diagnosis.verdict
     assert (verdict.kind, verdict.culprit_ranks) == ("missing-collective", (1,))
     assert "ended their training loop" in verdict.summary
+
+
+def test_a_worker_its_launcher_saw_end_well_is_where_the_waiting_ends(tmp_path: Path) -> None:
+    # DeepSpeed's launcher names the worker that ended by pid; the ranks behind time out,
+    # and their own watchdog's abort (``= -6``) is the aftermath, not a second cause.
+    path = tmp_path / "ticket.log"
+    timeout = (
+        "[rank{r}]:[E1128 02:30:00.2 ProcessGroupNCCL.cpp:1595] [PG 0 Rank {r}] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=9001, OpType=ALLREDUCE, NumelIn=1, "
+        "NumelOut=1, Timeout(ms)=1800000) ran for 1800010 milliseconds before timing out.\n"
+    )
+    path.write_text(
+        "[2026-11-28 02:00:00,111] [INFO] [launch.py:351:main] Process 4405 exits successfully.\n"
+        + "".join(timeout.format(r=r) for r in range(3))
+        + "[2026-11-28 02:30:01,001] [ERROR] [launch.py:325:sigkill_handler] ['/usr/bin/python', "
+        "'-u', 'train.py', '--local_rank=0'] exits with return code = -6\n"
+    )
+    verdict = analyze([str(path)]).diagnosis.verdict
+    assert (verdict.kind, verdict.culprit_ranks, verdict.culprit_pids) == (
+        "missing-collective",
+        (),
+        (4405,),
+    )

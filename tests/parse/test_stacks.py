@@ -631,3 +631,26 @@ def test_json_cut_or_corrupted_parses_or_says_why(
         assert exc.reason.startswith("not ")
         return
     assert all(isinstance(d, StackDump) for d in dumps)
+
+
+@pytest.mark.parametrize(
+    ("argv", "rank"),
+    [
+        ("python train.py --rank 3", 3),
+        ("python train.py --rank=3 --world_size 4", 3),
+        ("python train.py --global_rank 12", 12),
+        ("python train.py --local_rank=1", None),  # a place on its node, not a rank
+        ("python train.py --node_rank 1", None),
+    ],
+)
+def test_the_rank_on_a_dumped_processs_command_line_names_it(argv: str, rank: int | None) -> None:
+    lines = [
+        f"Process 2204: {argv}",
+        "Python v3.10.12 (/usr/bin/python3.10)",
+        "",
+        'Thread 2204 (active): "MainThread"',
+        "    step (train.py:81)",
+    ]
+    events, _, _ = feed_lines(lines)
+    (dump,) = [e for e in events if isinstance(e, StackDump)]
+    assert (dump.pid, dump.origin.rank) == (2204, rank)

@@ -5,11 +5,10 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from operator import attrgetter
 
 from logsleuth.analysis.correlate import own_deaths, pg_links
-from logsleuth.analysis.health import ended_ranks
+from logsleuth.analysis.health import EndedRun, ended_runs
 from logsleuth.analysis.index import CommState, EvidenceIndex, OpRecord, Stream
 from logsleuth.analysis.overview import last_ops
 from logsleuth.analysis.rules.base import Rule, culprits, describe, evidence_of, message_text
@@ -612,7 +611,11 @@ class CollectiveTimeout(Rule):
                 ),
             )
             return
-        left = {r: e for r, e in ended_ranks(index).items() if r not in ranks and r not in inside}
+        left = [
+            e
+            for e in ended_runs(index)
+            if e.rank is None or (e.rank not in ranks and e.rank not in inside)
+        ]
         if left and not behind:
             yield self._left_loop(index, group, progress, left, seq, op_type, ranks)
             return
@@ -911,42 +914,45 @@ class CollectiveTimeout(Rule):
         index: EvidenceIndex,
         group: list[WatchdogTimeout],
         progress: list[WatchdogProgress],
-        left: dict[int, Event],
+        left: list[EndedRun],
         seq: int | None,
         op_type: str,
         ranks: list[int],
     ) -> Finding:
-        """Ranks said their training loop reached its end while others timed out in a
+        """Processes said their training loop reached its end while ranks timed out in a
         collective: they left the others waiting there."""
-        missing = sorted(left)
-        ended = left[missing[0]]
-        finding = self._laggards(
-            index,
-            group,
-            progress,
-            missing,
-            seq,
-            op_type,
-            ranks,
-            why=(
-                f"Rank(s) {_fmt(missing)} reached the end of their training loop ("
-                f"{_message_of(ended)}) while ranks {_fmt(ranks)} still waited in "
-                f"{work_label(op_type, seq)}: the finished ranks issued fewer collectives than "
-                "the others, whose last one then had no partner on them."
+        missing = sorted({e.rank for e in left if e.rank is not None})
+        pids = sorted({e.pid for e in left if e.pid is not None})
+        hosts = sorted({e.host for e in left if e.host})
+        if missing:
+            who = f"rank(s) {_fmt(missing)}"
+        else:
+            who = ("pid " if len(pids) == 1 else "pids ") + ", ".join(map(str, pids))
+        work = work_label(op_type, seq)
+        evidence = evidence_of([*(e.event for e in left), *group, *progress])
+        return Finding(
+            code=MissingCollective.code,
+            name=MissingCollective.name,
+            kind=MissingCollective.kind,
+            severity="critical",
+            title=f"{who} ended their training loop; ranks {_fmt(ranks)} timed out waiting for "
+            f"them in {work}",
+            detail=(
+                f"The process(es) of {who} reached the end of their training loop "
+                f"({_message_of(left[0].event)}) while ranks {_fmt(ranks)} still waited in "
+                f"{work}: the finished processes issued fewer collectives than the others, "
+                "whose last one then had no partner on them."
             ),
-        )
-        evidence = evidence_of([*(left[r] for r in missing), *group, *progress])
-        return replace(
-            finding,
-            title=f"rank(s) {_fmt(missing)} ended their training loop; ranks {_fmt(ranks)} "
-            f"timed out waiting for them in {work_label(op_type, seq)}",
+            ranks=tuple(missing),
+            hosts=tuple(hosts),
+            pids=tuple(pids),
+            confidence=0.65,
             evidence=evidence[0],
             evidence_total=evidence[1],
-            confidence=0.65,
             next_steps=(
-                f"Compare the number of steps or batches each rank runs: rank(s) {_fmt(missing)} "
-                "stopped first (a max_steps or epoch length computed per rank, an uneven data "
-                "shard, an early stop decided on one rank).",
+                f"Compare the number of steps or batches each rank runs: {who} stopped first "
+                "(a max_steps or epoch length computed per rank, an uneven data shard, an early "
+                "stop decided on one rank).",
                 "Make the stopping decision shared (all-reduce a stop flag) or even out the "
                 "batches per rank (DistributedSampler with drop_last, Join for uneven inputs).",
             ),

@@ -273,6 +273,15 @@ _READS_MESSAGES = frozenset({"LS121"})
 def _read_elsewhere(index: EvidenceIndex, known: Known, completed: set[Stream]) -> bool:
     """Say whether the rule named by the entry's ``defer_to`` reads this event itself."""
     event, code = known.event, known.hit.entry.defer_to
+    if (
+        isinstance(event, LogMessage)
+        and known.hit.entry.kind == "process-died"
+        and _ABORTED.search(known.text)
+        and _watchdog_aborted(index, event.origin.host, known.hit.field("local_rank"))
+    ):
+        # A launcher's line about a worker its watchdog aborted (DeepSpeed's ``exits with
+        # return code = -6``): the timed-out collective is what the collective rules read.
+        return True
     if code is None:
         return False
     if isinstance(event, WatchdogError):
@@ -316,10 +325,24 @@ def _watchdogs_abort(index: EvidenceIndex, event: LauncherEvent) -> bool:
     """
     if event.signal != "SIGABRT" and event.exitcode != -6:
         return False
+    return _watchdog_aborted(index, event.origin.host, event.local_rank)
+
+
+_ABORTED = re.compile(
+    r"(?:return code|exit ?code|exit status)\s*[=:]?\s*(?:-6|134)\b|\bSIGABRT\b", re.IGNORECASE
+)
+"""A launcher's words for a worker that ended by SIGABRT (134: a shell's 128 + 6)."""
+
+
+def _watchdog_aborted(index: EvidenceIndex, host: str | None, local_rank: int | str | None) -> bool:
+    """Say whether the worker at ``local_rank`` of ``host`` (unknown: None) aborted after
+    its watchdog reported: no worker known to be a rank whose watchdog said nothing."""
     reported = watchdog_ranks(index)
     if not reported:
         return False
-    rank = None if event.local_rank is None else index.rank_at(event.origin.host, event.local_rank)
+    if isinstance(local_rank, str):
+        local_rank = int(local_rank) if local_rank.isdigit() else None
+    rank = None if local_rank is None else index.rank_at(host, local_rank)
     return rank is None or rank in reported
 
 
