@@ -1250,3 +1250,37 @@ def test_the_monitor_ending_a_process_after_a_timeouts_dump_is_no_stuck_watchdog
     assert timeout.verdict.kind != "watchdog-stuck"
     hang = _verdict(tmp_path, line.format(reason="ProcessGroupNCCL watchdog hang"))
     assert (hang.kind, hang.culprit_ranks) == ("watchdog-stuck", (3,))
+
+
+def test_a_rank_that_raised_is_placed_where_torchruns_summary_puts_it(tmp_path: Path) -> None:
+    # The traceback names the rank only; the summary's entry for that rank gives host and pid.
+    path = tmp_path / "console.log"
+    path.write_text(
+        "[default3]:[rank11]: Traceback (most recent call last):\n"
+        '[default3]:[rank11]:   File "/workspace/train.py", line 371, in main\n'
+        "[default3]:[rank11]:     loss.backward()\n"
+        "[default3]:[rank11]: torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+        "3.91 GiB.\n"
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+        "============================================================\n"
+        "train.py FAILED\n"
+        "------------------------------------------------------------\n"
+        "Failures:\n"
+        "  <NO_OTHER_FAILURES>\n"
+        "------------------------------------------------------------\n"
+        "Root Cause (first observed failure):\n"
+        "[0]:\n"
+        "  time      : 2024-06-11_14:22:50\n"
+        "  host      : trn-a100-02\n"
+        "  rank      : 11 (local_rank: 3)\n"
+        "  exitcode  : 1 (pid: 88214)\n"
+        "  error_file: <N/A>\n"
+        "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html\n"
+        "============================================================\n"
+    )
+    verdict = analyze([str(path)]).diagnosis.verdict
+    assert (verdict.culprit_ranks, verdict.culprit_hosts, verdict.culprit_pids) == (
+        (11,),
+        ("trn-a100-02",),
+        (88214,),
+    )

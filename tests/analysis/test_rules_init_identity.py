@@ -66,5 +66,13 @@ def test_when_every_joined_rank_is_seen_the_missing_one_is_named(tmp_path: Path)
     assert _codes(tmp_path, text) == [("LS123", "init-stall", (2,))]
 
 
+def test_the_barriers_own_arrivals_name_the_rank_that_never_came(tmp_path: Path) -> None:
+    # c10d's "Added key ... for rank: N" lists who arrived; two ranks print the wait.
+    added = "INFO:torch.distributed.distributed_c10d:Added key: store_based_barrier_key:2 to store for rank: {r}\n"
+    text = "".join(added.format(r=r) for r in (0, 2, 1, 5, 3, 4)) + WAITING.format(r=0, w=8, k=7)
+    text += added.format(r=7) + WAITING.format(r=4, w=8, k=7)
+    assert _codes(tmp_path, text) == [("LS123", "init-stall", (6,))]
+
+
 def test_a_full_barrier_is_no_stall(tmp_path: Path) -> None:
     assert _codes(tmp_path, WAITING.format(r=0, w=4, k=4)) == []

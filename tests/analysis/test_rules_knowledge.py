@@ -65,7 +65,7 @@ def test_a_cause_blames_the_rank_that_printed_it(tmp_path: Path) -> None:
 
 def test_a_foreign_connection_blames_the_host_of_the_address_named(tmp_path: Path) -> None:
     diagnosis = _with_warns(
-        tmp_path, {0: ["socketFinalizeAccept from 10.42.0.12<38211>: wrong type 3 != 4"]}
+        tmp_path, {0: ["socketFinalizeAccept from 10.42.0.12<38211>: wrong type 1 != 4"]}
     )
     verdict = diagnosis.verdict
     assert (verdict.kind, verdict.code) == ("bootstrap-failure", "LS701")
@@ -618,3 +618,64 @@ def test_a_process_without_the_network_it_was_told_to_use_is_the_culprit(tmp_pat
     )
     verdict = _pasted(tmp_path, text).verdict
     assert (verdict.kind, verdict.culprit_ranks) == ("transport-mismatch", (2,))
+
+
+def test_a_launchers_exit_1_is_read_through_the_workers_own_error(tmp_path: Path) -> None:
+    # Exit status 1 is Python's end on an uncaught exception: the worker's error (the store
+    # barrier's timeout) is the reading, the launcher's line its aftermath.
+    path = tmp_path / "node1.log"
+    path.write_text(
+        "node1: RuntimeError: Timed out initializing process group in store based barrier on "
+        "rank: 0, for key: store_based_barrier_key:1 (world_size=16, worker_count=15, "
+        "timeout=0:30:00)\n"
+        "node1: ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) "
+        "local_rank: 0 (pid: 30411) of binary: /opt/conda/bin/python\n"
+    )
+    assert analyze([str(path)]).diagnosis.verdict.kind == "init-stall"
+
+
+def test_a_rank_its_heartbeat_monitor_aborted_is_no_second_cause(tmp_path: Path) -> None:
+    # srun reports the abort the heartbeat monitor announced: the stuck watchdog is the reading.
+    path = tmp_path / "srun.log"
+    path.write_text(
+        "3: [rank3]:[E625 02:14:09.772120381 ProcessGroupNCCL.cpp:1303] [PG 0 (default_pg) "
+        "Rank 3] Heartbeat monitor timed out! Process will be terminated after dumping debug "
+        "info. workMetaList_.size()=2\n"
+        "srun: error: nid00412: task 3: Aborted (core dumped)\n"
+        "srun: error: nid00412: tasks 0-2,4-7: Terminated\n"
+    )
+    verdict = analyze([str(path)]).diagnosis.verdict
+    assert (verdict.kind, verdict.culprit_ranks) == ("watchdog-stuck", (3,))
+
+
+@pytest.mark.parametrize("error_first", [True, False])
+def test_the_shells_kill_report_under_an_error_is_its_aftermath(
+    tmp_path: Path, error_first: bool
+) -> None:
+    error = (
+        "node-b:3121:3587 [3] transport/net_ib.cc:1712 NCCL WARN NET/IB : Got completion from "
+        "peer 10.20.1.14<52118> with status=12 opcode=0 len=0 vendor err 129 (Recv) localGid "
+        "::ffff:10.20.1.15 remoteGids::ffff:10.20.1.14 hca mlx5_3\n"
+    )
+    path = tmp_path / "console.log"
+    path.write_text(error + "Killed\n" if error_first else "Killed\n" + error)
+    kind = analyze([str(path)]).diagnosis.verdict.kind
+    # Killed below the error: the server ended after it. Above it: nothing explains the kill.
+    assert kind == ("network-error" if error_first else "process-died")
+
+
+def test_a_line_that_names_only_its_rank_names_the_process_at_that_rank(tmp_path: Path) -> None:
+    path = tmp_path / "srun.log"
+    path.write_text(
+        "13: gpu-node04:77121:77121 [1] NCCL INFO comm 0x55e3b0c4e2a0 rank 13 nranks 16 cudaDev 1 "
+        "nvmlDev 1 busId b3000 commId 0x6f0d2a9e41c8b357 - Init COMPLETE\n"
+        "13: [rank13]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 13] Process group watchdog thread "
+        "terminated with exception: CUDA error: unspecified launch failure\n"
+    )
+    verdict = analyze([str(path)]).diagnosis.verdict
+    assert (verdict.kind, verdict.culprit_ranks, verdict.culprit_hosts, verdict.culprit_pids) == (
+        "cuda-error",
+        (13,),
+        ("gpu-node04",),
+        (77121,),
+    )

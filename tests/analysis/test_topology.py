@@ -361,6 +361,27 @@ def test_a_host_on_sockets_is_named(tmp_path: Path) -> None:
     assert "node-b uses TCP sockets" in found.title
 
 
+def test_a_host_on_sockets_whose_connections_ib_refuses_is_a_mismatch(tmp_path: Path) -> None:
+    # NCCL's socket type 3 (the Socket transport) where IB's set-up (4) was expected: the
+    # two transports cannot connect, and the host that differs is named.
+    logs = _two_hosts(net_b="NET/Socket/0")
+    logs["node-a.log"] += (
+        "node-a:1000:1090 [0] misc/socket.cc:426 NCCL WARN socketFinalizeAccept: wrong type 3 != 4\n"
+    )
+    d = analyze([str(tmp_path / n) for n in _written(tmp_path, logs)]).diagnosis
+    assert (d.verdict.kind, d.verdict.code, d.verdict.culprit_hosts) == (
+        "transport-mismatch",
+        "LS402",
+        ("node-b",),
+    )
+
+
+def _written(tmp_path: Path, logs: dict[str, str]) -> list[str]:
+    for name, text in logs.items():
+        (tmp_path / name).write_text(text)
+    return sorted(logs)
+
+
 def test_ib_without_gdr_is_named(tmp_path: Path) -> None:
     findings = _findings(tmp_path, _two_hosts(net_b="NET/IB/{n}"))
     (found,) = [f for f in findings if f.code == "LS601"]

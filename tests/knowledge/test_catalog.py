@@ -26,6 +26,7 @@ NO_FIXED_TEXT = {
 REFINEMENTS = {
     "ib.completion-flushed": "the completion-error rows with status 5 (a flush, never the first error)",
     "socket.recv-timeout": "the recv-failed rows whose error is a timeout or a lost route",
+    "socket.net-type-mismatch": "the wrong-type rows whose types are the Socket and IB transports'",
 }
 """Entries that read one catalog row differently for some argument values."""
 
@@ -75,6 +76,8 @@ def test_every_entry_covers_a_catalog_row_or_a_framework_message() -> None:
     assert match(flushed) is entry_by_id("ib.completion-flushed")
     timed_out = "Net : Call to recv from 10.0.0.2<43211> failed : Connection timed out"
     assert match(timed_out) is entry_by_id("socket.recv-timeout")
+    crossed = "socketFinalizeAccept: wrong type 3 != 4"
+    assert match(crossed) is entry_by_id("socket.net-type-mismatch")
 
 
 def test_instantiate_gives_the_message_nccl_prints() -> None:

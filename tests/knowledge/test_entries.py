@@ -83,7 +83,7 @@ def test_unknown_text_matches_nothing() -> None:
 
 
 def test_search_finds_entries_by_words_id_and_message() -> None:
-    assert [e.id for e in search("wrong type")] == ["socket.foreign-connection"]
+    assert [e.id for e in search("wrong magic")] == ["socket.foreign-connection"]
     assert [e.id for e in search("shm.exhausted")] == ["shm.exhausted"]
     assert search("XML Import Channel : dev 3 not found.")[0].id == "topo.xml-file"
     assert search("   ") == []

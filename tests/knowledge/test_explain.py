@@ -9,7 +9,7 @@ from logsleuth.knowledge import entries
 
 
 def test_explain_words_of_a_message_prints_its_entry(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["explain", "wrong type"]) == 0
+    assert main(["explain", "wrong magic"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("socket.foreign-connection (bootstrap-failure, cause, culprit: peer)\n")
     assert "What to check:" in out

@@ -252,9 +252,12 @@ class RollCallIncomplete(Rule):
 
 
 _WAITING = re.compile(
-    r"Waiting in store based barrier to initialize process group for rank: (\d{1,6}).*?"
-    r"world_size=(\d{1,6}), worker_count=(\d{1,6})"
+    r"(?:Waiting in store based barrier to initialize process group for|Timed out initializing "
+    r"process group in store based barrier on) rank: (\d{1,6}).*?"
+    r"world_size=(\d{1,6}), (?:worker_count|num_workers_joined)=(\d{1,6})"
 )
+_ADDED = re.compile(r"Added key: (?:store_based_barrier_key\S*) to store for rank: (\d{1,6})")
+"""The barrier's own record of a rank that arrived (c10d's debug log)."""
 
 
 class StoreBarrierWaiting(Rule):
@@ -282,8 +285,11 @@ class StoreBarrierWaiting(Rule):
 
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         waiting: dict[int, LogMessage] = {}
+        arrived: set[int] = set()
         world = joined = 0
         for message in index.all_of(LogMessage):
+            if (added := _ADDED.search(message.message)) is not None:
+                arrived.add(int(added.group(1)))
             if (found := _WAITING.search(message.message)) is None:
                 continue
             waiting.setdefault(int(found.group(1)), message)
@@ -293,7 +299,8 @@ class StoreBarrierWaiting(Rule):
             return
         missing = world - joined
         # Only when every rank that joined is in the evidence are the others known by rank.
-        absent = absent_ranks(world, set(waiting), missing) if len(waiting) == joined else None
+        arrived |= set(waiting)
+        absent = absent_ranks(world, arrived, missing) if len(arrived) == joined else None
         yield self.finding(
             severity="error",
             title=(
@@ -307,7 +314,9 @@ class StoreBarrierWaiting(Rule):
             ),
             events=list(waiting.values()),
             ranks=absent or (),
-            confidence=0.6 if absent else 0.5,
+            # Every arrival listed: the barrier's own count names the rest, surer than its
+            # timeout message alone (which names no one).
+            confidence=0.75 if absent else 0.5,
             next_steps=(
                 "Find the rank(s) that printed nothing and what they do before "
                 "init_process_group (a data download or preparation on one rank, a crash).",

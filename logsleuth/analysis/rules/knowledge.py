@@ -277,7 +277,9 @@ def _read_elsewhere(index: EvidenceIndex, known: Known, completed: set[Stream]) 
         isinstance(event, LogMessage)
         and known.hit.entry.kind == "process-died"
         and _ABORTED.search(known.text)
-        and _watchdog_aborted(index, event.origin.host, known.hit.field("local_rank"))
+        and _watchdog_aborted(
+            index, event.origin.host, known.hit.field("local_rank"), known.hit.field("rank")
+        )
     ):
         # A launcher's line about a worker its watchdog aborted (DeepSpeed's ``exits with
         # return code = -6``): the timed-out collective is what the collective rules read.
@@ -315,6 +317,55 @@ def _read_elsewhere(index: EvidenceIndex, known: Known, completed: set[Stream]) 
     return False
 
 
+def _raised_on(knowns: Sequence[Known]) -> set[str | None]:
+    """The hosts (None: unnamed) where a worker's own error says what went wrong."""
+    return {
+        k.event.origin.host
+        for k in knowns
+        if isinstance(k.event, PythonTraceback | LogMessage) and k.hit.entry.kind != "process-died"
+    }
+
+
+_SHELL = "platform/shell"
+
+
+def _first_errors(knowns: Sequence[Known]) -> dict[str, int]:
+    """Per input, the first line of an error some program printed (not the shell's)."""
+    first: dict[str, int] = {}
+    for k in knowns:
+        if k.hit.entry.family != _SHELL and k.hit.entry.role in ("cause", "symptom"):
+            ref = k.event.ref
+            first[ref.source] = min(first.get(ref.source, ref.line), ref.line)
+    return first
+
+
+def _shell_aftermath(known: Known, first_error: dict[str, int]) -> bool:
+    """Say whether ``known`` is the shell's report of its command's end after that command
+    printed an error of its own (``Killed`` under a server's ``Received sigquit from a
+    child process``): the shell prints it when the command ends, below all it printed, so
+    the error above says why it ended; alone, the kill is the reading."""
+    if known.hit.entry.family != _SHELL:
+        return False
+    line = first_error.get(known.event.ref.source)
+    return line is not None and line < known.event.ref.line
+
+
+def _exit_of_raised(known: Known, raised: set[str | None]) -> bool:
+    """Say whether ``known`` is a launcher's ``failed (exitcode: 1)`` of a worker that raised.
+
+    Exit status 1 is how Python ends on an uncaught exception: where a worker of that host
+    printed its error (a traceback, a ``RuntimeError: ...`` line), that error is the reading
+    and the launcher's line its aftermath. A line that names no host is any worker's.
+    """
+    event = known.event
+    return (
+        isinstance(event, LauncherEvent)
+        and event.exitcode == 1
+        and event.signal is None
+        and (event.origin.host in raised or (event.origin.host is None and bool(raised)))
+    )
+
+
 def _watchdogs_abort(index: EvidenceIndex, event: LauncherEvent) -> bool:
     """Say whether a worker's SIGABRT is its watchdog taking the process down.
 
@@ -329,17 +380,43 @@ def _watchdogs_abort(index: EvidenceIndex, event: LauncherEvent) -> bool:
 
 
 _ABORTED = re.compile(
-    r"(?:return code|exit ?code|exit status)\s*[=:]?\s*(?:-6|134)\b|\bSIGABRT\b", re.IGNORECASE
+    r"(?:return code|exit ?code|exit status)\s*[=:]?\s*(?:-6|134)\b|\bSIGABRT\b|\bAborted\b",
+    re.IGNORECASE,
 )
-"""A launcher's words for a worker that ended by SIGABRT (134: a shell's 128 + 6)."""
+"""A launcher's words for a worker that ended by SIGABRT (134: a shell's 128 + 6; srun's
+``task 3: Aborted``)."""
 
 
-def _watchdog_aborted(index: EvidenceIndex, host: str | None, local_rank: int | str | None) -> bool:
-    """Say whether the worker at ``local_rank`` of ``host`` (unknown: None) aborted after
-    its watchdog reported: no worker known to be a rank whose watchdog said nothing."""
+def _aborting_ranks(index: EvidenceIndex) -> set[int | None]:
+    """The ranks that end themselves with SIGABRT: those whose watchdog reported a timed-out
+    or failed collective, and those whose heartbeat monitor found the watchdog stuck."""
     reported = watchdog_ranks(index)
+    for message in index.all_of(LogMessage):
+        if (
+            message.family == "torch"
+            and (hit := knowledge.lookup(message.message)) is not None
+            and hit.entry.kind == "watchdog-stuck"
+        ):
+            reported.add(message.origin.rank if message.origin.rank is not None else message.rank)
+    return reported
+
+
+def _watchdog_aborted(
+    index: EvidenceIndex,
+    host: str | None,
+    local_rank: int | str | None,
+    global_rank: int | str | None = None,
+) -> bool:
+    """Say whether the worker at ``local_rank`` of ``host`` (or at ``global_rank``; unknown:
+    None) aborted after its watchdog reported: no worker known to be a rank whose watchdog
+    said nothing."""
+    reported = _aborting_ranks(index)
     if not reported:
         return False
+    if isinstance(global_rank, str):
+        global_rank = int(global_rank) if global_rank.isdigit() else None
+    if global_rank is not None:
+        return global_rank in reported
     if isinstance(local_rank, str):
         local_rank = int(local_rank) if local_rank.isdigit() else None
     rank = None if local_rank is None else index.rank_at(host, local_rank)
@@ -377,9 +454,14 @@ class _KnowledgeRule(Rule):
         groups: dict[
             tuple[str, str, tuple[int, ...], tuple[str, ...], tuple[int, ...]], _Group
         ] = {}
-        for known in known_messages(index):
+        knowns = known_messages(index)
+        raised = _raised_on(knowns)
+        first_error = _first_errors(knowns)
+        for known in knowns:
             entry = known.hit.entry
             if entry.role not in self.roles or _read_elsewhere(index, known, completed):
+                continue
+            if _exit_of_raised(known, raised) or _shell_aftermath(known, first_error):
                 continue
             ranks, hosts, pids, named = _blame(index, known)
             # A peer that died on its own account first (torchrun's summary) explains what its
@@ -564,6 +646,11 @@ def _writer(index: EvidenceIndex, event: Event) -> tuple[list[int], list[str], l
     rank = event.origin.rank if event.origin.rank is not None else getattr(event, "rank", None)
     if isinstance(rank, int) and rank not in ranks:
         ranks.append(rank)
+    if isinstance(rank, int) and (proc := index.proc_of_rank(rank)) is not None:
+        # A line that names its rank only (``13: [rank13]: ...``): the process other lines
+        # place at that rank (its NCCL init line, torchrun's summary).
+        hosts += [proc.host] if proc.host and not hosts else []
+        pids += [proc.pid] if proc.pid is not None and not pids else []
     if not hosts:
         host = host_of_event(index, event) or getattr(event, "host", None)
         if isinstance(host, str) and host:

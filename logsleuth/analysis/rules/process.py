@@ -254,6 +254,7 @@ class ProcessDied(Rule):
             rank = first.rank
             assert rank is not None
             proc = index.proc_of_rank(rank)
+            listed = [f for f in failures if f.rank == rank]
             where = first.frames[-1] if first.frames else None
             yield self.finding(
                 severity="critical",
@@ -265,10 +266,19 @@ class ProcessDied(Rule):
                     )
                     + ". Other ranks' timeouts and connection errors after it are consequences."
                 ),
-                events=[first, *[f for f in failures if f.rank == rank]],
+                events=[first, *listed],
                 ranks=[rank],
-                hosts=[proc.host] if proc and proc.host else [],
-                pids=[proc.pid] if proc and proc.pid is not None else [],
+                # The summary's entry names host and pid where the traceback's lines do not.
+                hosts=sorted(
+                    {h for h in (proc.host if proc else None, *(f.host for f in listed)) if h}
+                ),
+                pids=sorted(
+                    {
+                        p
+                        for p in (proc.pid if proc else None, *(f.pid for f in listed))
+                        if p is not None
+                    }
+                ),
                 confidence=0.8,
                 next_steps=(
                     *_advice(first),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from logsleuth.analysis.index import EvidenceIndex
 from logsleuth.analysis.rules.base import Rule
@@ -82,6 +83,11 @@ def _global(topo: CommTopology, ranks: Iterable[int]) -> list[int]:
     )
 
 
+_NET_TYPES = re.compile(r"wrong type (?:3 != 4|4 != 3)\b")
+"""NCCL's socket types 3 (the Socket network transport) and 4 (IB's connection set-up): an
+accepting side that reads one where it expects the other met a peer on the other transport."""
+
+
 class SocketFallback(Rule):
     """Some hosts fell back to TCP sockets while the others use InfiniBand/RoCE.
 
@@ -134,24 +140,37 @@ class SocketFallback(Rule):
         events += [e for e in index.interfaces if e.origin.host in slow and e.role == "socket"]
         events += [c.event for h in slow for c in conns.get(h, [])[:2]]
         procs = [p for p in index.procs.values() if p.host in slow]
-        yield self.finding(
-            severity="error",
-            title=f"{', '.join(slow)} use{'s' if len(slow) == 1 else ''} TCP sockets while the other hosts use InfiniBand",
+        refused = [w for w in index.warns if _NET_TYPES.search(w.message)]
+        title = (
+            f"{', '.join(slow)} use{'s' if len(slow) == 1 else ''} TCP sockets while the other "
+            "hosts use InfiniBand"
+        )
+        finding = self.finding(
+            severity="critical" if refused else "error",
+            title=title + ("; their connections are refused" if refused else ""),
             detail=(
                 f"NCCL chose the Socket network on {', '.join(slow)} and IB on "
-                f"{len(nets['IB'])} other host(s). Every collective that crosses those hosts runs at "
-                "TCP speed, which looks like a hang at scale."
+                f"{len(nets['IB'])} other host(s). "
+                + (
+                    "NCCL's Socket and IB transports do not connect to each other: the IB side "
+                    "refused the socket transport's connection (socketFinalizeAccept: wrong "
+                    "type), so the communicator cannot form."
+                    if refused
+                    else "Every collective that crosses those hosts runs at TCP speed, which "
+                    "looks like a hang at scale."
+                )
             ),
-            events=events,
+            events=[*refused[:2], *events],
             ranks=sorted({p.rank for p in procs if p.rank is not None}),
             hosts=slow,
             pids=sorted({p.pid for p in procs if p.pid is not None}),
-            confidence=0.8,
+            confidence=0.85 if refused else 0.8,
             next_steps=(
                 f"Run ibv_devinfo inside the job's container on {slow[0]}; check that /dev/infiniband is mounted.",
                 "Compare NCCL_IB_DISABLE, NCCL_IB_HCA and NCCL_NET across nodes.",
             ),
         )
+        yield replace(finding, kind="transport-mismatch") if refused else finding
 
 
 class GdrMissing(Rule):
