@@ -105,6 +105,8 @@ class Sections:
             return Header(prose, text.strip(), (number,))
         if writer.rank is None and _introduces_others(text):
             return Header(NO_ORIGIN, text.strip(), (number,))
+        if writer.rank is None and writer.host is None and (host := _introduces_host(text)):
+            return Header(Origin(host=host), text.strip(), (number,))
         if (text[:1] == "[" or " | " in text) and (shell := _SHELL_HOST.fullmatch(text)):
             name = shell.group("pssh") or shell.group("ansible")
             return Header(Origin(host=name), name, (number,))
@@ -186,6 +188,45 @@ def _introduces_others(text: str) -> bool:
     if load_catalog().prefix_end(stripped) or _RANK_TAG.search(stripped):
         return False
     return load_catalog().match(stripped) is None
+
+
+_HOST_WORD = re.compile(
+    r"(?<![\w.:/=-])(?:(?P<cue>on|from|of|node|host|pod|server|machine)\s+)?"
+    r"(?P<host>[A-Za-z][A-Za-z0-9_-]*\d[A-Za-z0-9_-]*|[A-Za-z][A-Za-z0-9_]*-[A-Za-z0-9_-]*\d[A-Za-z0-9_-]*)"
+    r"(?![\w./=-]|:\S)",
+    re.IGNORECASE,
+)
+"""A host name in a ticket's sentence: letters and digits, after a word that says so (``on
+node01``) or with a hyphen (``master-0``, ``gpu-b07``)."""
+_NOT_PROSE = (" | ", "<stdout>", "<stderr>", "Traceback (most recent call last)")
+_RULED = re.compile(r"\s*[-=#*]{2,}\s*(?P<inner>\S.*?)\s*[-=#*]{2,}\s*")
+
+
+def _introduces_host(text: str) -> str | None:
+    """The host a ticket's sentence names before the output it introduces, or None.
+
+    ``dmesg -T on gpu-b07:``, ``master-0 just shows the NCCL error afterwards:``, ``---- node
+    trn-a100-02 console ----``: a short line that ends with a colon (or stands between
+    rules), names exactly one host-like word and no rank, and is no message a catalog knows.
+    """
+    stripped = text.strip()
+    if len(stripped) > _PROSE_MAX or stripped[:1] in "[(<":
+        return None
+    ruled = _RULED.fullmatch(stripped)
+    if ruled is None and not stripped.endswith(":"):
+        return None
+    body = ruled.group("inner") if ruled else stripped
+    if _PROSE.search(body) or _RANK_TAG.search(body) or load_catalog().prefix_end(stripped):
+        return None
+    if any(mark in body for mark in _NOT_PROSE):
+        return None  # a collector's columns, an MPI tag, a traceback's head: a logged line
+    words = [m for m in _HOST_WORD.finditer(body) if m.group("cue") or "-" in m.group("host")]
+    if len(words) != 1 or len(_HOST_WORD.findall(body)) != 1:
+        return None
+    known = load_catalog().match(stripped)
+    if known is not None and (known.start == 0 or known.end - known.start >= _MESSAGE_SPAN):
+        return None
+    return words[0].group("host")
 
 
 def _file_header(text: str) -> re.Match[str] | None:

@@ -31,6 +31,20 @@ def test_the_tasks_a_barrier_timed_out_on_are_the_culprits(tmp_path: Path) -> No
     assert _verdict(tmp_path, text) == ("missing-collective", (5, 7), "LS126")
 
 
+def test_a_barrier_that_ends_a_traceback_names_its_late_tasks(tmp_path: Path) -> None:
+    # The barrier's error as the exception line under the frames of the call that raised it.
+    frames = (
+        "Traceback (most recent call last):\n"
+        '  File "/deps/MaxText/train.py", line 785, in <module>\n'
+        "    app.run(main)\n"
+        '  File "/usr/local/lib/python3.10/site-packages/jax/_src/distributed.py", line 118, '
+        "in initialize\n"
+        "    self.client.connect()\n"
+    )
+    text = frames + BARRIER.format(reached=3, tasks=4) + "/job:jax_worker/replica:0/task:2\n"
+    assert _verdict(tmp_path, text)[:2] == ("missing-collective", (2,))
+
+
 def test_the_first_task_at_the_barrier_is_a_waiter_not_a_culprit(tmp_path: Path) -> None:
     text = BARRIER.format(reached=7, tasks=8) + "/job:jax_worker/replica:0/task:3\n"
     assert _verdict(tmp_path, text)[1] == (3,)

@@ -679,3 +679,43 @@ def test_a_line_that_names_only_its_rank_names_the_process_at_that_rank(tmp_path
         ("gpu-node04",),
         (77121,),
     )
+
+
+def test_the_vllm_worker_that_died_is_named_by_its_pid(tmp_path: Path) -> None:
+    path = tmp_path / "server.log"
+    path.write_text(
+        "gpu-a7:48211:48211 [2] NCCL INFO comm 0x5608e7a3c2d0 rank 2 nranks 4 cudaDev 2 nvmlDev 2 "
+        "busId 48000 commId 0x3f5c8a91d2e0b7a4 - Init COMPLETE\n"
+        "ERROR 11-04 06:41:19 multiproc_worker_utils.py:116] Worker VllmWorkerProcess pid 48211 "
+        "died, exit code: 1\n"
+    )
+    verdict = analyze([str(path)]).diagnosis.verdict
+    assert (verdict.kind, verdict.culprit_ranks, verdict.culprit_pids) == (
+        "process-died",
+        (2,),
+        (48211,),
+    )
+
+
+def test_a_pod_killed_for_memory_names_the_worker_the_kill_took(tmp_path: Path) -> None:
+    # OOMKilled names the pod; torchrun's summary on that pod names the SIGKILLed worker.
+    path = tmp_path / "ticket.log"
+    path.write_text(
+        "Name:             llm-sft-worker-1\n"
+        "Namespace:        ml-train\n"
+        "      Reason:       OOMKilled\n"
+        "Root Cause (first observed failure):\n"
+        "[0]:\n"
+        "  time      : 2024-06-11_09:47:51\n"
+        "  host      : llm-sft-worker-1\n"
+        "  rank      : 19 (local_rank: 3)\n"
+        "  exitcode  : -9 (pid: 215)\n"
+        "  error_file: <N/A>\n"
+        "  traceback : Signal 9 (SIGKILL) received by PID 215\n"
+    )
+    verdict = analyze([str(path)]).diagnosis.verdict
+    assert (verdict.kind, verdict.culprit_ranks, verdict.culprit_pids) == (
+        "resource-exhausted",
+        (19,),
+        (215,),
+    )

@@ -376,6 +376,37 @@ def test_a_host_on_sockets_whose_connections_ib_refuses_is_a_mismatch(tmp_path: 
     )
 
 
+def test_a_connection_whose_ends_chose_different_transports_is_a_mismatch(
+    tmp_path: Path,
+) -> None:
+    # node-a sends over IB what node-b receives over sockets: the two cannot connect, and
+    # set-up never completes (where it did, the lines disagree but the run got through).
+    logs = {
+        name: "".join(
+            line for line in text.splitlines(keepends=True) if "Init COMPLETE" not in line
+        )
+        for name, text in _two_hosts(net_b="NET/Socket/0", recv_b="NET/Socket/0").items()
+    }
+    d = analyze([str(tmp_path / n) for n in _written(tmp_path, logs)]).diagnosis
+    assert (d.verdict.kind, d.verdict.culprit_hosts) == ("transport-mismatch", ("node-b",))
+
+
+def test_gdr_disabled_for_want_of_its_module_is_named_without_a_host_to_compare(
+    tmp_path: Path,
+) -> None:
+    logs = _two_hosts(net_a="NET/IB/{n}", net_b="NET/IB/{n}")
+    note = "NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)\n"
+    logs["node-b.log"] = f"node-b:1002:1052 [0] {note}" + logs["node-b.log"]
+    findings = [
+        f
+        for f in analyze([str(tmp_path / n) for n in _written(tmp_path, logs)]).diagnosis.findings
+        if f.code == "LS601"
+    ]
+    assert [(f.kind, f.severity, f.hosts) for f in findings] == [
+        ("transport-degraded", "warning", ("node-b",))
+    ]
+
+
 def _written(tmp_path: Path, logs: dict[str, str]) -> list[str]:
     for name, text in logs.items():
         (tmp_path / name).write_text(text)
@@ -475,6 +506,17 @@ def test_ranks_that_never_connected_their_rings_are_named(tmp_path: Path) -> Non
     (stall,) = [f for f in d.findings if f.kind == "init-stall"]
     assert stall.ranks == (3,)
     assert "never logged Connected all rings" in stall.detail
+
+
+def test_a_rank_that_completed_init_connected_its_rings(tmp_path: Path) -> None:
+    # An excerpt that left out rank 3's "Connected all rings" but kept its Init COMPLETE.
+    logs = _two_hosts()
+    logs["node-b.log"] = "".join(
+        line
+        for line in logs["node-b.log"].splitlines(keepends=True)
+        if not (line.startswith("node-b:1003:") and "Connected all rings" in line)
+    )
+    assert list(RingsNotConnected().check(_index(tmp_path, logs))) == []
 
 
 def test_nranks_disagreement_is_a_config_mismatch(tmp_path: Path) -> None:

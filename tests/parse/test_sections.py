@@ -225,3 +225,36 @@ def test_a_sentence_about_the_same_process_keeps_the_section(tmp_path: Path) -> 
     path.write_text(f"Rank 3:\nI ran py-spy on it:\n{_DUMP.format(tid=3313, line=77)}")
     (dump,) = [e for e in _read(path, every_line=False) if isinstance(e, StackDump)]
     assert dump.origin.rank == 3
+
+
+@pytest.mark.parametrize(
+    ("intro", "host"),
+    [
+        ("dmesg -T on gpu-b07:", "gpu-b07"),
+        ("master-0 just shows the NCCL error afterwards:", "master-0"),
+        ("---- node trn-a100-02 console ----", "trn-a100-02"),
+        ("Logs from node01:", "node01"),
+    ],
+)
+def test_a_sentence_that_names_one_host_places_the_lines_below_it(
+    tmp_path: Path, intro: str, host: str
+) -> None:
+    path = tmp_path / "ticket.txt"
+    path.write_text(f"{intro}\n{_DUMP.format(tid=3313, line=77)}")
+    (dump,) = [e for e in _read(path, every_line=False) if isinstance(e, StackDump)]
+    assert dump.origin.host == host
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Logs from node1 and node2:",  # two hosts: says nothing of the lines below
+        "torch 2.4.0 with cuda12.4:",  # a version, not a host
+        "The error on step 1200:",
+    ],
+)
+def test_a_sentence_without_exactly_one_host_places_nothing(tmp_path: Path, line: str) -> None:
+    path = tmp_path / "ticket.txt"
+    path.write_text(f"{line}\n{_DUMP.format(tid=3313, line=77)}")
+    (dump,) = [e for e in _read(path, every_line=False) if isinstance(e, StackDump)]
+    assert dump.origin.host is None

@@ -74,13 +74,13 @@ class JaxCoordination(Rule):
     def check(self, index: EvidenceIndex) -> Iterable[Finding]:
         # By text, not family: ``jaxlib.xla_extension.XlaRuntimeError: ...`` may be read as a
         # plain Python exception line.
-        # An exception line on its own is read as the traceback it ends (no frames).
+        # An exception line is read as the traceback it ends (with its frames or none).
         said: Iterable[tuple[Event, str]] = chain(
             ((m, m.message) for m in index.all_of(LogMessage)),
             (
                 (t, f"{t.exc_type}: {t.exc_message or ''}")
                 for t in index.torch
-                if isinstance(t, PythonTraceback) and not t.frames
+                if isinstance(t, PythonTraceback)
             ),
         )
         messages = sorted(

@@ -88,6 +88,24 @@ _NET_TYPES = re.compile(r"wrong type (?:3 != 4|4 != 3)\b")
 accepting side that reads one where it expects the other met a peer on the other transport."""
 
 
+def _crossed(index: EvidenceIndex) -> list[Event]:
+    """The two ends of one network connection (channel, sender, receiver) logged with
+    different transports (``[send] via NET/IB/7`` and ``[receive] via NET/Socket/0``) in a
+    communicator no rank completed: the lines of the first such connection."""
+    for topo in build_topologies(index):
+        if any(e.phase == "COMPLETE" for i in topo.ranks.values() for e in i.inits):
+            continue  # set-up got through: the lines disagree, the connections did not fail
+        ends: dict[tuple[object, ...], list[Conn]] = defaultdict(list)
+        for conn in topo.conns:
+            if conn.transport.family.startswith("NET"):
+                ends[(conn.channel, conn.src, conn.dst, conn.conn_index)].append(conn)
+        for key in sorted(ends, key=str):
+            found = ends[key]
+            if len({c.transport.family for c in found}) > 1:
+                return [c.event for c in found[:2]]
+    return []
+
+
 class SocketFallback(Rule):
     """Some hosts fell back to TCP sockets while the others use InfiniBand/RoCE.
 
@@ -140,7 +158,8 @@ class SocketFallback(Rule):
         events += [e for e in index.interfaces if e.origin.host in slow and e.role == "socket"]
         events += [c.event for h in slow for c in conns.get(h, [])[:2]]
         procs = [p for p in index.procs.values() if p.host in slow]
-        refused = [w for w in index.warns if _NET_TYPES.search(w.message)]
+        refused: list[Event] = [w for w in index.warns if _NET_TYPES.search(w.message)]
+        refused += _crossed(index)
         title = (
             f"{', '.join(slow)} use{'s' if len(slow) == 1 else ''} TCP sockets while the other "
             "hosts use InfiniBand"
@@ -152,9 +171,10 @@ class SocketFallback(Rule):
                 f"NCCL chose the Socket network on {', '.join(slow)} and IB on "
                 f"{len(nets['IB'])} other host(s). "
                 + (
-                    "NCCL's Socket and IB transports do not connect to each other: the IB side "
-                    "refused the socket transport's connection (socketFinalizeAccept: wrong "
-                    "type), so the communicator cannot form."
+                    "NCCL's Socket and IB transports do not connect to each other: the two "
+                    "ends of a connection chose different ones (or the IB side refused the "
+                    "socket transport's connection: socketFinalizeAccept: wrong type), so the "
+                    "communicator cannot form."
                     if refused
                     else "Every collective that crosses those hosts runs at TCP speed, which "
                     "looks like a hang at scale."
@@ -202,6 +222,7 @@ class GdrMissing(Rule):
         with_gdr = {h for h, cs in by_host.items() if any(c.transport.gdr for c in cs)}
         without = sorted(h for h, cs in by_host.items() if not any(c.transport.gdr for c in cs))
         if not with_gdr or not without:
+            yield from self._no_module(index, with_gdr)
             return
         ranks, pids = _culprits_on(index, without)
         events = [c.event for h in without for c in by_host[h][:2]]
@@ -220,6 +241,42 @@ class GdrMissing(Rule):
             next_steps=(
                 f"Run lsmod | grep -e peermem -e nv_peer_mem on {without[0]}.",
                 "Compare NCCL_NET_GDR_LEVEL and NCCL_NET_GDR_READ across nodes.",
+            ),
+        )
+
+    def _no_module(self, index: EvidenceIndex, with_gdr: set[str]) -> Iterable[Finding]:
+        """NCCL says why it disabled GPU Direct RDMA: no GPU-peer memory module loaded."""
+        notes = [
+            n
+            for n in index.notes
+            if n.topic == "gdr"
+            and dict(n.fields).get("enabled") == "0"
+            and "no module" in dict(n.fields).get("for", "")
+            and n.origin.host not in with_gdr
+        ]
+        if not notes:
+            return
+        hosts = sorted({n.origin.host for n in notes if n.origin.host})
+        ranks, pids = _culprits_on(index, hosts)
+        where = ", ".join(hosts) if hosts else "this host"
+        yield self.finding(
+            severity="warning",
+            title=f"GPU Direct RDMA is disabled on {where}: no GPU-peer memory module is loaded",
+            detail=(
+                f"NCCL reports GPU Direct RDMA disabled for the HCAs of {where} (no module): the "
+                "kernel module that lets the NIC read and write GPU memory (nvidia-peermem, "
+                "formerly nv_peer_mem) is not loaded, so network traffic is staged through host "
+                "memory: lower bandwidth and more CPU than the hardware allows."
+            ),
+            events=notes[:4],
+            ranks=ranks,
+            hosts=hosts,
+            pids=pids,
+            confidence=0.6,
+            next_steps=(
+                f"Run lsmod | grep -e peermem -e nv_peer_mem on {hosts[0] if hosts else 'the host'};"
+                " load it with modprobe nvidia-peermem (it ships with the GPU driver).",
+                "Inside containers the host's module is what counts: load it on the host.",
             ),
         )
 
@@ -739,6 +796,8 @@ class RingsNotConnected(Rule):
                 for r, i in topo.ranks.items()
                 if i.inits
                 and i.connected is None
+                # Init COMPLETE comes after the rings connected: an excerpt left the line out.
+                and not any(e.phase == "COMPLETE" for e in i.inits)
                 and not ({e.ref.source for e in i.inits} & index.truncated_sources)
             )
             if not missing:
