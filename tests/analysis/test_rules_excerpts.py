@@ -1284,3 +1284,22 @@ def test_a_rank_that_raised_is_placed_where_torchruns_summary_puts_it(tmp_path: 
         ("trn-a100-02",),
         (88214,),
     )
+
+
+def test_a_dump_signal_relayed_from_the_rank_that_timed_out_is_a_failure(tmp_path: Path) -> None:
+    # Only the lines of a rank that received the signal: rank 0 timed out, rank 3 waits in
+    # its last enqueued work; who never entered it is not in these lines.
+    path = tmp_path / "rank3.log"
+    path.write_text(
+        "[rank3]:[E1128 10:00:00.000100 1234 ProcessGroupNCCL.cpp:1580] [PG ID 0 PG GUID "
+        "0(default_pg) Rank 3] Received a dump signal due to a collective timeout from  rank 0 "
+        "and we will try our best to dump the debug info. Last enqueued NCCL work: 8812, last "
+        "completed NCCL work: 8811.\n"
+    )
+    verdict = analyze([str(path)]).diagnosis.verdict
+    assert (verdict.kind, verdict.code, verdict.culprit_ranks) == (
+        "missing-collective",
+        "LS103",
+        (),
+    )
+    assert "timed out on rank 0" in verdict.summary

@@ -719,3 +719,21 @@ def test_a_pod_killed_for_memory_names_the_worker_the_kill_took(tmp_path: Path) 
         (19,),
         (215,),
     )
+
+
+def test_a_step_cancelled_from_outside_is_no_death_inside_the_job(tmp_path: Path) -> None:
+    # scancel: every agent gets SIGTERM and srun reports each task's exit 1; the scheduler's
+    # records, not the job's output, say why.
+    path = tmp_path / "slurm.out"
+    path.write_text(
+        "slurmstepd: error: *** STEP 771203.0 ON gpu-c12 CANCELLED AT 2024-09-03T04:11:37 ***\n"
+        "0: W0903 04:11:37.512000 41022 torch/distributed/elastic/agent/server/api.py:704] "
+        "Received Signals.SIGTERM death signal, shutting down workers\n"
+        "1: torch.distributed.elastic.multiprocessing.api.SignalException: Process 39880 got "
+        "signal: 15\n"
+        "srun: error: gpu-c12: task 0: Exited with exit code 1\n"
+        "srun: error: gpu-c13: task 1: Exited with exit code 1\n"
+    )
+    verdict = analyze([str(path)]).diagnosis.verdict
+    assert (verdict.kind, verdict.culprit_ranks) == ("inconclusive", ())
+    assert "cancelled" in verdict.summary.lower() or "CANCELLED" in verdict.summary

@@ -791,6 +791,40 @@ class CollectiveTimeout(Rule):
             elif own:
                 # One rank's own "Timeout at NCCL work: S": it waited, not why.
                 yield self._one_side(index, [], list(ranks.values()), seq, "NCCL work", inside)
+            elif stuck and not behind:
+                # Only dump signals relayed from the rank that timed out, every rank that
+                # printed one inside S: they wait there too, for whom the lines do not say.
+                yield self._relayed(list(ranks.values()), seq, inside)
+
+    def _relayed(self, progress: list[WatchdogProgress], seq: int, inside: list[int]) -> Finding:
+        """Ranks that received a dump signal after another rank's timeout, all still in S."""
+        signal = next((m for p in progress if (m := _SIGNALLED_BY.search(p.text))), None)
+        source = f"rank {signal.group(1)}" if signal else "another rank"
+        who = f"rank(s) {_fmt(inside)}"
+        return Finding(
+            code=self.code,
+            name=self.name,
+            kind="missing-collective",
+            severity="error",
+            title=f"a collective timed out on {source}; {who} received its dump signal while "
+            f"waiting in NCCL work {seq}",
+            detail=(
+                f"{who[0].upper()}{who[1:]} printed the flight recorder's dump signal that "
+                f"{source}'s watchdog sent after its collective timed out; their own last "
+                f"enqueued work ({seq}) had not completed: they wait in it too. The rank(s) that "
+                "never entered it are not among these lines."
+            ),
+            confidence=0.3,
+            evidence=evidence_of(progress)[0],
+            evidence_total=len(progress),
+            next_steps=(
+                f"Collect the output of {source} (its watchdog's timeout line names the "
+                "collective and its SeqNum) and of every other rank: a rank whose last enqueued "
+                f"work is below {seq} never entered the collective.",
+                "Include the flight recorder dumps the signal wrote (TORCH_FR_DUMP_TEMP_FILE, by "
+                "default /tmp/nccl_trace_rank_<rank>); logsleuth reads them.",
+            ),
+        )
 
     @staticmethod
     def _moved_on(
@@ -1008,6 +1042,10 @@ class CollectiveTimeout(Rule):
                 "Look for an exception, an early exit or rank-dependent control flow on those ranks.",
             ),
         )
+
+
+_SIGNALLED_BY = re.compile(r"dump signal due to a collective timeout from\s+rank (\d+)")
+"""The rank whose watchdog timed out, as a relayed dump signal names it."""
 
 
 def _message_of(event: Event) -> str:

@@ -322,7 +322,8 @@ def _raised_on(knowns: Sequence[Known]) -> set[str | None]:
     return {
         k.event.origin.host
         for k in knowns
-        if isinstance(k.event, PythonTraceback | LogMessage) and k.hit.entry.kind != "process-died"
+        if isinstance(k.event, PythonTraceback)
+        or (isinstance(k.event, LogMessage) and k.hit.entry.kind != "process-died")
     }
 
 
@@ -358,12 +359,20 @@ def _exit_of_raised(known: Known, raised: set[str | None]) -> bool:
     and the launcher's line its aftermath. A line that names no host is any worker's.
     """
     event = known.event
-    return (
-        isinstance(event, LauncherEvent)
-        and event.exitcode == 1
-        and event.signal is None
-        and (event.origin.host in raised or (event.origin.host is None and bool(raised)))
-    )
+    if isinstance(event, LauncherEvent):
+        exit_1 = event.exitcode == 1 and event.signal is None
+    else:
+        # Another launcher's words for it (srun's ``task 1: Exited with exit code 1``).
+        exit_1 = (
+            isinstance(event, LogMessage)
+            and known.hit.entry.kind == "process-died"
+            and _EXIT_1.search(known.text) is not None
+        )
+    return exit_1 and (event.origin.host in raised or (event.origin.host is None and bool(raised)))
+
+
+_EXIT_1 = re.compile(r"\bexit(?:ed with exit)? ?code[:=]? ?1\b|\breturn code = 1\b", re.IGNORECASE)
+"""A launcher's report of a worker that ended with exit status 1."""
 
 
 def _watchdogs_abort(index: EvidenceIndex, event: LauncherEvent) -> bool:
