@@ -24,23 +24,17 @@ from logsleuth.analysis.correlate import (
 from logsleuth.analysis.index import EvidenceIndex, Stream
 from logsleuth.analysis.rules.base import Rule, culprits, describe, message_text
 from logsleuth.analysis.rules.network import REMOTE_CLOSED
+from logsleuth.analysis.rules.setup import SETUP_EVENTS
 from logsleuth.analysis.rules.streams import stream_of, traces_of
 from logsleuth.knowledge import Entry, Hit
 from logsleuth.model.base import Event
 from logsleuth.model.diagnosis import Finding
 from logsleuth.model.messages import LogMessage
 from logsleuth.model.nccl import (
-    NcclChannelConnect,
     NcclCommInit,
     NcclConnectRun,
-    NcclGraphTree,
     NcclInfoNote,
-    NcclInterface,
-    NcclNetDevices,
     NcclNetPlugin,
-    NcclNetwork,
-    NcclRing,
-    NcclTree,
     NcclUnrecognized,
     NcclWarn,
 )
@@ -568,19 +562,9 @@ class _KnowledgeRule(Rule):
         return replace(found, kind=group.kind)
 
 
-_SETUP_TYPES: tuple[type[Event], ...] = (
-    NcclCommInit,
-    NcclInterface,
-    NcclNetwork,
-    NcclNetDevices,
-    NcclNetPlugin,
-    NcclRing,
-    NcclTree,
-    NcclGraphTree,
-    NcclChannelConnect,
-    NcclConnectRun,
-)
-"""Lines a process writes while it sets a communicator up: they place its writer in init."""
+_SETUP_TYPES: tuple[type[Event], ...] = (*SETUP_EVENTS, NcclCommInit, NcclConnectRun)
+"""Lines a process writes while it sets a communicator up (its Init START and connection
+rows besides): they place its writer in init."""
 
 _DATA_PATH = re.compile(r"\bNET/[A-Za-z][\w-]* ?:")
 """A message of one of NCCL's network transports (``NET/IB :``, ``NET/OFI``, a plugin's): the

@@ -30,7 +30,7 @@ from logsleuth.model.nccl import (
     NcclVersion,
 )
 
-_SETUP_EVENTS = (
+SETUP_EVENTS = (
     NcclChannelConnect,
     NcclCommConfig,
     NcclConnected,
@@ -82,7 +82,7 @@ def _setup_step(event: Event) -> tuple[bool, frozenset[str]]:
     """Say whether ``event`` is a set-up line, and under which subsystems."""
     if isinstance(event, NcclCommInit):
         return event.phase == "START", frozenset({"INIT"})
-    if isinstance(event, _SETUP_EVENTS):
+    if isinstance(event, SETUP_EVENTS):
         return True, frozenset({"INIT"})
     if isinstance(event, NcclInfoNote):
         return event.topic not in _RUNTIME_NOTES, frozenset({"INIT"})
