@@ -70,6 +70,13 @@ class EndedRun:
     event: Event
 
 
+def _worker_pid(event: Event) -> int | None:
+    """The worker a launcher's line is about (DeepSpeed's ``Process 4242 exits
+    successfully.``): it covers that worker, not the launcher that wrote it."""
+    worker = dict(getattr(event, "fields", ())).get("pid")
+    return int(worker) if isinstance(worker, str) and worker.isdigit() else None
+
+
 def ended_runs(index: EvidenceIndex) -> list[EndedRun]:
     """Return the processes whose training loop reached its end, one each, in input order.
 
@@ -83,9 +90,8 @@ def ended_runs(index: EvidenceIndex) -> list[EndedRun]:
         if not any(p.search(_message(event)) for p in _RUN_ENDED):
             continue
         rank, host, pid = event.origin.rank, event.origin.host, event.origin.pid
-        worker = dict(getattr(event, "fields", ())).get("pid")
-        if isinstance(worker, str) and worker.isdigit():
-            rank, pid = None, int(worker)
+        if (worker := _worker_pid(event)) is not None:
+            rank, pid = None, worker
         if rank is None and pid is not None:
             rank = index.rank_of(host, pid)
         if rank is None and pid is None:
@@ -179,11 +185,8 @@ def health_proofs(index: EvidenceIndex) -> list[HealthProof]:
     closing = [e for e in texts if any(p.search(_message(e)) for p in _COMPLETION)]
     for event in closing[:4]:
         stream = (event.origin.host, event.origin.pid)
-        # A launcher's line about its worker (DeepSpeed's "Process 4242 exits successfully")
-        # covers that worker, not the launcher that wrote it.
-        worker = dict(getattr(event, "fields", ())).get("pid")
-        if isinstance(worker, str) and worker.isdigit():
-            stream = (event.origin.host, int(worker))
+        if (worker := _worker_pid(event)) is not None:
+            stream = (event.origin.host, worker)
         named = stream != (None, None) or event.origin.rank is not None
         proofs.append(
             HealthProof(

@@ -392,7 +392,11 @@ _ABORTED = re.compile(
 
 def _aborting_ranks(index: EvidenceIndex) -> set[int | None]:
     """The ranks that end themselves with SIGABRT: those whose watchdog reported a timed-out
-    or failed collective, and those whose heartbeat monitor found the watchdog stuck."""
+    or failed collective, and those whose heartbeat monitor found the watchdog stuck (read
+    once per index: each launcher's abort line asks)."""
+    cached = index.derived.get("aborting_ranks")
+    if isinstance(cached, set):
+        return cached
     reported = watchdog_ranks(index)
     for message in index.all_of(LogMessage):
         if (
@@ -401,6 +405,7 @@ def _aborting_ranks(index: EvidenceIndex) -> set[int | None]:
             and hit.entry.kind == "watchdog-stuck"
         ):
             reported.add(message.origin.rank if message.origin.rank is not None else message.rank)
+    index.derived["aborting_ranks"] = reported
     return reported
 
 
